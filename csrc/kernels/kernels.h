@@ -1,0 +1,70 @@
+// The host-side interface of the CUDA kernels: what the torch bindings call. Raw pointers, HistogramParams and a
+// cudaStream_t only; no torch header.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "params.h"
+
+namespace dsmhist {
+
+// Threads per block of the shared-memory and cluster tiers: with up to 227 KB of bins a block has the SM to
+// itself, so it brings the most threads a block may have, to keep loads in flight.
+constexpr int kBlockThreads = 1024;
+// The global tier keeps no per-block state; smaller blocks spread over the SMs more evenly.
+constexpr int kGlobalThreads = 256;
+constexpr int kRangeThreads = 256;
+
+// Addresses of the kernels instantiated for one input type and accumulator.
+struct KernelSet {
+  const void* shared = nullptr;
+  const void* cluster = nullptr;
+  const void* global = nullptr;
+  const void* finite_range = nullptr;  // null for integer inputs
+};
+
+// Defined in histogram_int.cu / histogram_float.cu, one specialisation per input type.
+template <typename T>
+KernelSet kernel_set_for(AccKind acc);
+
+// What to plan for: the device, the bin count, the accumulator and an optional forced tier / cluster size.
+struct PlanRequest {
+  int device = 0;
+  int64_t bins = 0;
+  InputType input_type = InputType::kInt64;
+  AccKind acc = AccKind::kCount;
+  Tier forced_tier = Tier::kAuto;
+  int forced_cluster_size = 0;  // 0: the planner chooses
+};
+
+// The strategy for one call: tier, cluster size, shared memory per block and threads per block.
+struct HistogramPlan {
+  Tier tier = Tier::kGlobal;
+  int cluster_size = 1;
+  int threads = 0;
+  int64_t bins_per_block = 0;  // bins each block keeps in shared memory (0 for the global tier)
+  int64_t shared_bytes = 0;    // dynamic shared memory per block
+};
+
+enum class PlanStatus : int32_t {
+  kOk = 0,
+  kCudaError,              // a CUDA runtime query failed; see the cudaError_t
+  kSharedTooSmall,         // forced "shared" but the bins do not fit one block's shared memory
+  kClusterUnavailable,     // forced "cluster" on a device below sm_90, or a binary without sm_90 code
+  kClusterTooSmall,        // forced "cluster" but the bins do not fit any launchable cluster
+  kClusterSizeUnsupported  // the forced cluster size cannot be launched with this shared memory on this device
+};
+
+const char* plan_status_message(PlanStatus status);
+
+// Chooses the tier for a request (the one place where tiers are chosen; thresholds documented there).
+PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error);
+
+// Zeroes p.output, runs the range pass when p.device_range is set, then the planned tier's kernel, all on `stream`.
+// Never synchronises with the host.
+cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                             cudaStream_t stream);
+
+}  // namespace dsmhist

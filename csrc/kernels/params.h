@@ -1,0 +1,306 @@
+// Parameters and binning rules shared by the CPU implementation and the CUDA kernels.
+//
+// This header includes no torch and no CUDA header, so it compiles with the host compiler and with nvcc alike.
+// Every rule that decides which bin a value lands in lives here, once: the CPU and CUDA paths (and every CUDA tier)
+// call the same functions, so they agree bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define DSMHIST_HD __host__ __device__ __forceinline__
+#else
+#define DSMHIST_HD inline
+#endif
+
+namespace dsmhist {
+
+enum class InputType : int32_t { kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+enum class WeightType : int32_t { kNone, kFloat16, kBFloat16, kFloat32, kFloat64 };
+enum class OutputType : int32_t { kInt32, kInt64, kFloat32, kFloat64 };
+
+// kIndex: integer input, bin = value (torch.bincount). kRange: equal-width bins over [lo, hi] (torch.histc).
+enum class BinMode : int32_t { kIndex, kRange };
+
+// What a block accumulates in shared memory: 32-bit counts, or float / double weight sums.
+enum class AccKind : int32_t { kCount, kFloat, kDouble };
+
+// Strategy tiers on CUDA; kAuto lets the planner choose.
+enum class Tier : int32_t { kAuto = 0, kShared = 1, kCluster = 2, kGlobal = 3 };
+
+// Inputs whose dims do not collapse to this many are copied to contiguous memory first (documented in the README).
+constexpr int kMaxDims = 8;
+
+// A view over input (and weight) after size-1 dims are dropped and mergeable dims are merged.
+struct StridedLayout {
+  int32_t ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t input_strides[kMaxDims] = {};
+  int64_t weight_strides[kMaxDims] = {};
+
+  // Element offsets (in elements, not bytes) of the linear index `linear` in row-major order.
+  DSMHIST_HD void offsets(int64_t linear, int64_t* input_offset, int64_t* weight_offset) const {
+    int64_t in_off = 0, w_off = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t size = sizes[d];
+      const int64_t idx = linear % size;
+      linear /= size;
+      in_off += idx * input_strides[d];
+      w_off += idx * weight_strides[d];
+    }
+    *input_offset = in_off;
+    *weight_offset = w_off;
+  }
+};
+
+struct HistogramParams {
+  const void* input = nullptr;
+  InputType input_type = InputType::kInt64;
+  const void* weight = nullptr;  // null: every value counts 1
+  WeightType weight_type = WeightType::kNone;
+  void* output = nullptr;  // [bins], zeroed by the launcher before any kernel adds to it
+  OutputType output_type = OutputType::kInt64;
+  int64_t numel = 0;
+  int64_t bins = 0;
+  BinMode mode = BinMode::kIndex;
+  bool clamp = false;  // out_of_range == "clamp": values outside the bins count in the first / last bin
+  double lo = 0.0, hi = 0.0;  // the range for kRange, unless device_range is set
+  // When set, the range is the data's finite min and max, written here on the device by the range pass
+  // (encoded as two order-preserving 64-bit keys; see encode_range_key).
+  const unsigned long long* device_range = nullptr;
+  bool contiguous = true;  // input (and weight) dense with unit stride: the vectorised path applies
+  StridedLayout layout;
+  // Cluster tier only: how many consecutive bins each block of a cluster owns.
+  int64_t bins_per_block = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Value types and conversions
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Half16 {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+DSMHIST_HD float float_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+
+DSMHIST_HD double double_from_bits(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double d;
+  std::memcpy(&d, &u, sizeof(d));
+  return d;
+#endif
+}
+
+DSMHIST_HD uint64_t bits_from_double(double d) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof(u));
+  return u;
+#endif
+}
+
+// IEEE half -> float is exact, so the hardware conversion and this bit-level one give identical floats.
+DSMHIST_HD float half_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
+  const uint32_t sign = static_cast<uint32_t>(h >> 15) << 31;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 0x1f) return float_from_bits(sign | 0x7f800000u | (mantissa << 13));  // inf / NaN
+  return float_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+#endif
+}
+
+// The precision binning arithmetic runs in: float for 8/16-bit ints and 16/32-bit floats (torch.histc on CUDA
+// computes float inputs in float), double for float64 and for int32 / int64 (so large integers bin exactly).
+template <typename T>
+struct ComputeTypeOf {
+  using type = float;
+};
+template <>
+struct ComputeTypeOf<int32_t> {
+  using type = double;
+};
+template <>
+struct ComputeTypeOf<int64_t> {
+  using type = double;
+};
+template <>
+struct ComputeTypeOf<double> {
+  using type = double;
+};
+template <typename T>
+using compute_t = typename ComputeTypeOf<T>::type;
+
+template <typename T>
+DSMHIST_HD compute_t<T> to_compute(T v) {
+  return static_cast<compute_t<T>>(v);
+}
+template <>
+DSMHIST_HD float to_compute<Half16>(Half16 v) {
+  return half_to_float(v.bits);
+}
+template <>
+DSMHIST_HD float to_compute<BFloat16>(BFloat16 v) {
+  return float_from_bits(static_cast<uint32_t>(v.bits) << 16);
+}
+
+// Finite test that compilers keep under any float flags: inf - inf and NaN - NaN are NaN, and NaN != 0.
+template <typename C>
+DSMHIST_HD bool is_finite_value(C x) {
+  return (x - x) == C(0);
+}
+
+// The weight of the element at `offset` (in elements), in the accumulator's precision.
+template <typename Acc>
+DSMHIST_HD Acc load_weight(const void* weight, WeightType type, int64_t offset) {
+  switch (type) {
+    case WeightType::kFloat16:
+      return static_cast<Acc>(half_to_float(static_cast<const uint16_t*>(weight)[offset]));
+    case WeightType::kBFloat16:
+      return static_cast<Acc>(float_from_bits(static_cast<uint32_t>(static_cast<const uint16_t*>(weight)[offset]) << 16));
+    case WeightType::kFloat32:
+      return static_cast<Acc>(static_cast<const float*>(weight)[offset]);
+    case WeightType::kFloat64:
+      return static_cast<Acc>(static_cast<const double*>(weight)[offset]);
+    default:
+      return Acc(1);
+  }
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls visit(TypeTag<T>{}) with the C++ element type of `type`.
+template <typename Visit>
+decltype(auto) visit_input_type(InputType type, Visit&& visit) {
+  switch (type) {
+    case InputType::kUInt8:
+      return visit(TypeTag<uint8_t>{});
+    case InputType::kInt8:
+      return visit(TypeTag<int8_t>{});
+    case InputType::kInt16:
+      return visit(TypeTag<int16_t>{});
+    case InputType::kInt32:
+      return visit(TypeTag<int32_t>{});
+    case InputType::kInt64:
+      return visit(TypeTag<int64_t>{});
+    case InputType::kFloat16:
+      return visit(TypeTag<Half16>{});
+    case InputType::kBFloat16:
+      return visit(TypeTag<BFloat16>{});
+    case InputType::kFloat32:
+      return visit(TypeTag<float>{});
+    default:
+      return visit(TypeTag<double>{});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The data-derived range (floating input with no min/max)
+// ---------------------------------------------------------------------------------------------------------------
+
+// Order-preserving key of a non-NaN double: a < b  <=>  key(a) < key(b) as unsigned integers. The range pass keeps
+// max(~key(min)) and max(key(max)), so one zero-fill initialises both slots and 0 means "no finite value seen".
+DSMHIST_HD uint64_t encode_range_key(double d) {
+  const uint64_t bits = bits_from_double(d);
+  return (bits >> 63) ? ~bits : (bits | (uint64_t(1) << 63));
+}
+DSMHIST_HD double decode_range_key(uint64_t key) {
+  return double_from_bits((key >> 63) ? (key & ~(uint64_t(1) << 63)) : ~key);
+}
+
+// torch.histc's rules for a range taken from the data: an empty (or all non-finite) input gives [-1, 1], and a
+// single repeated value v gives [v - 1, v + 1].
+DSMHIST_HD void finalize_data_range(bool any_finite, double data_min, double data_max, double* lo, double* hi) {
+  if (!any_finite) {
+    data_min = 0.0;
+    data_max = 0.0;
+  }
+  if (data_min == data_max) {
+    data_min -= 1.0;
+    data_max += 1.0;
+  }
+  *lo = data_min;
+  *hi = data_max;
+}
+
+DSMHIST_HD void decode_data_range(const unsigned long long* keys, double* lo, double* hi) {
+  const uint64_t min_key = ~static_cast<uint64_t>(keys[0]);
+  const uint64_t max_key = static_cast<uint64_t>(keys[1]);
+  const bool any_finite = keys[1] != 0;
+  finalize_data_range(any_finite, any_finite ? decode_range_key(min_key) : 0.0,
+                      any_finite ? decode_range_key(max_key) : 0.0, lo, hi);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Binning
+// ---------------------------------------------------------------------------------------------------------------
+
+// Maps a value to its bin, or -1 when it is dropped. One instance per thread, built from the params.
+template <typename T>
+struct Binner {
+  using C = compute_t<T>;
+  BinMode mode;
+  bool clamp;
+  int64_t bins;
+  C lo, hi, span, fbins;
+
+  DSMHIST_HD explicit Binner(const HistogramParams& p) : mode(p.mode), clamp(p.clamp), bins(p.bins) {
+    double range_lo = p.lo, range_hi = p.hi;
+    if (p.device_range != nullptr) decode_data_range(p.device_range, &range_lo, &range_hi);
+    lo = static_cast<C>(range_lo);
+    hi = static_cast<C>(range_hi);
+    span = hi - lo;
+    fbins = static_cast<C>(bins);
+  }
+
+  DSMHIST_HD int64_t operator()(T value) const {
+    if constexpr (std::is_integral<T>::value) {
+      if (mode == BinMode::kIndex) {
+        const int64_t v = static_cast<int64_t>(value);
+        if (v >= 0 && v < bins) return v;
+        if (!clamp) return -1;
+        return v < 0 ? 0 : bins - 1;
+      }
+    }
+    const C x = to_compute(value);
+    if (x >= lo && x <= hi) {
+      // torch.histc's arithmetic, in the same order and precision: (x - lo) * bins / (hi - lo), truncated.
+      // x == hi (or rounding just below it) lands in the last bin, as in torch.histc and numpy.
+      const C scaled = (x - lo) * fbins / span;
+      return scaled < fbins ? static_cast<int64_t>(scaled) : bins - 1;
+    }
+    if (!clamp || x != x) return -1;  // NaN is always dropped
+    return x < lo ? 0 : bins - 1;
+  }
+};
+
+}  // namespace dsmhist

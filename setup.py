@@ -1,0 +1,70 @@
+"""Build torch_dsmhist.
+
+The CUDA sources are built when a CUDA toolkit (nvcc) and a CUDA build of torch are both present; otherwise the
+extension is CPU-only. Whether a GPU is visible never matters. Environment variables:
+
+  DSMHIST_CUDA=1 | 0       force the CUDA build on (failing if it is impossible) or off; default: auto
+  TORCH_CUDA_ARCH_LIST     GPU targets, honoured as torch does; default "8.0;9.0+PTX" (the cluster tier needs 9.0)
+  MAX_JOBS                 parallel compile jobs (ninja)
+"""
+
+import os
+
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
+
+
+def want_cuda() -> bool:
+    setting = os.environ.get("DSMHIST_CUDA", "auto").strip().lower()
+    possible = CUDA_HOME is not None and torch.version.cuda is not None
+    if setting in ("0", "off", "false", "no"):
+        return False
+    if setting in ("1", "on", "true", "yes"):
+        if not possible:
+            raise RuntimeError(
+                "DSMHIST_CUDA=1 but a CUDA build is impossible: "
+                f"CUDA_HOME={CUDA_HOME!r}, torch.version.cuda={torch.version.cuda!r}"
+            )
+        return True
+    return possible
+
+
+def sources(*folders: str, suffix: str) -> list:
+    found = []
+    for folder in folders:
+        path = os.path.join("csrc", folder)
+        found += sorted(os.path.join(path, name) for name in os.listdir(os.path.join(HERE, path)) if name.endswith(suffix))
+    return found
+
+
+def extension():
+    cpu_sources = sources("", "cpu", suffix=".cpp")
+    cxx_flags = ["-O3"]
+    if not want_cuda():
+        print("torch_dsmhist: building the CPU-only extension")
+        return CppExtension("torch_dsmhist._C", cpu_sources, extra_compile_args={"cxx": cxx_flags})
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)
+    print(f"torch_dsmhist: building with CUDA for TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']}")
+    return CUDAExtension(
+        "torch_dsmhist._C",
+        cpu_sources + sources("cuda", suffix=".cpp") + sources("kernels", suffix=".cu"),
+        define_macros=[("DSMHIST_WITH_CUDA", None)],
+        extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-lineinfo"]},
+    )
+
+
+setup(
+    name="torch_dsmhist",
+    version="0.1.0",
+    description="Histogram operator for PyTorch using Hopper thread block clusters and distributed shared memory",
+    packages=find_packages(include=["torch_dsmhist", "torch_dsmhist.*"]),
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension},
+    python_requires=">=3.9",
+    install_requires=["torch"],
+)

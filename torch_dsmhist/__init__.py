@@ -1,0 +1,16 @@
+"""torch_dsmhist: a histogram operator for PyTorch, fast on Hopper through thread block clusters and distributed
+shared memory, with CPU and pre-Hopper fallbacks.
+
+The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a typed Python API:
+
+* :func:`histogram` — the op, with docstring and type hints;
+* :func:`bincount`, :func:`histc` — drop-ins returning what ``torch.bincount`` / ``torch.histc`` return;
+* :func:`plan` — the strategy the op would use on a device; :func:`force_tier` — force one (tests, benchmarks).
+"""
+
+from . import _C  # noqa: F401  (loading the extension registers torch.ops.dsmhist.*)
+from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
+from ._api import Plan, bincount, built_with_cuda, force_tier, histc, histogram, plan
+
+__all__ = ["histogram", "bincount", "histc", "plan", "Plan", "force_tier", "built_with_cuda"]
+__version__ = "0.1.0"

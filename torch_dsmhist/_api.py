@@ -1,0 +1,177 @@
+"""The Python API over torch.ops.dsmhist."""
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
+
+import torch
+
+__all__ = ["histogram", "bincount", "histc", "plan", "Plan", "force_tier", "built_with_cuda"]
+
+_INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+_TIER_NAMES = {0: "auto", 1: "shared", 2: "cluster", 3: "global"}
+
+
+def histogram(
+    input: torch.Tensor,
+    bins: int,
+    min: Optional[float] = None,
+    max: Optional[float] = None,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """Count the values of ``input`` into ``bins`` bins; returns a 1-D tensor ``[bins]`` on ``input``'s device.
+
+    Args:
+        input: any shape (flattened) and layout; dtype uint8, int8, int16, int32, int64, float16, bfloat16,
+            float32 or float64; CPU or CUDA.
+        bins: number of bins, > 0.
+        min, max: give both or neither. With both, ``bins`` equal-width bins over ``[min, max]`` (a value equal to
+            ``max`` counts in the last bin, as in ``torch.histc``). With neither: integer input bins by value
+            (bin = value, as ``torch.bincount(input, minlength=bins)``); floating input takes the range from the
+            data's finite min and max, found on the device (as ``torch.histc(min=0, max=0)``; a constant input
+            ``v`` gives ``[v - 1, v + 1]``, an empty one ``[-1, 1]``).
+        weight: optional floating tensor of ``input``'s shape: each value adds its weight instead of 1. The output
+            is float32 for float16/bfloat16/float32 weights and float64 for float64 weights.
+        out_of_range: ``"ignore"`` drops values outside the bins (torch.histc, numpy); ``"clamp"`` counts them in
+            the first / last bin. NaN is always dropped.
+        dtype: count dtype without weights: ``torch.int64`` (default) or ``torch.int32`` (wraps modulo 2**32).
+
+    Bins are computed as ``(x - min) * bins / (max - min)`` truncated, in float32 for 8/16-bit integer and
+    16/32-bit float input and in float64 for int32, int64 and float64 input: the arithmetic of ``torch.histc``.
+
+    On CUDA the call runs on the current stream, never synchronises with the host and allocates only the output
+    (plus 16 bytes when the range comes from the data), so it can be captured in CUDA graphs and compiled with
+    ``torch.compile(fullgraph=True)``. Integer counts are exact and deterministic; weighted sums on CUDA use
+    floating-point atomics and raise under ``torch.use_deterministic_algorithms(True)``.
+
+    Raises:
+        ValueError: a bad argument; the message names it and the allowed values.
+
+    Example:
+        >>> torch_dsmhist.histogram(torch.tensor([0, 1, 1, 3]), bins=4)
+        tensor([1, 2, 0, 1])
+    """
+    return torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
+
+
+def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlength: int = 0) -> torch.Tensor:
+    """Drop-in for :func:`torch.bincount`: same result values, dtype and errors.
+
+    Like torch, it reads the input's min and max back to the host to size the output (one synchronisation). Use
+    :func:`histogram` with a fixed ``bins`` to avoid that, e.g. inside CUDA graphs.
+    """
+    if input.dim() != 1 or input.dtype not in _INTEGER_DTYPES:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError(f"minlength should be >= 0, got {minlength}")
+    if weights is not None and (weights.dim() != 1 or weights.shape[0] != input.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    if weights is not None:
+        # torch.bincount sums float32 weights in float32 and every other weight dtype in float64.
+        weights = weights if weights.dtype == torch.float32 else weights.to(torch.float64)
+    out_dtype = torch.int64 if weights is None else weights.dtype
+    if input.numel() == 0:
+        return torch.zeros(minlength, dtype=out_dtype, device=input.device)
+    smallest, largest = torch.stack(torch.aminmax(input)).tolist()
+    if smallest < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    return histogram(input, builtins_max(largest + 1, minlength), weight=weights)
+
+
+def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> torch.Tensor:
+    """Drop-in for :func:`torch.histc` on floating input: same values, dtype and errors.
+
+    As in torch, ``min == max`` takes the range from the data (one synchronisation to read it), and a constant
+    range ``[v, v]`` widens to ``[v - 1, v + 1]``. Counts are exact and rounded once to the input dtype (torch
+    accumulates in the input dtype, so float16 / bfloat16 counts above 2048 / 256 per bin may differ from torch's).
+    """
+    if not input.is_floating_point():
+        raise RuntimeError(
+            f"torch_dsmhist.histc supports floating input, got {input.dtype}; use torch_dsmhist.histogram "
+            "for integer input"
+        )
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    lo, hi = float(min), float(max)
+    if lo == hi and input.numel() > 0:
+        lo, hi = torch.stack(torch.aminmax(input)).double().tolist()
+    if lo == hi:
+        lo, hi = lo - 1.0, hi + 1.0
+    if not (torch.isfinite(torch.tensor(lo)) and torch.isfinite(torch.tensor(hi))):
+        raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
+    if not lo < hi:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    return histogram(input, bins, lo, hi).to(input.dtype)
+
+
+builtins_max = max
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The strategy :func:`histogram` uses for a bin count on a device.
+
+    Attributes:
+        tier: ``"shared"`` (block-private shared memory), ``"cluster"`` (bins split across a thread block cluster's
+            distributed shared memory), ``"global"`` (global-memory atomics) or ``"cpu"``.
+        cluster_size: blocks per cluster (1 outside the cluster tier; 0 on the CPU).
+        shared_bytes_per_block: dynamic shared memory each block uses.
+        threads_per_block: CUDA threads per block.
+        bins_per_block: bins each block keeps in shared memory.
+        device: the device planned for.
+    """
+
+    tier: str
+    cluster_size: int
+    shared_bytes_per_block: int
+    threads_per_block: int
+    bins_per_block: int
+    device: torch.device
+
+
+def plan(
+    bins: int,
+    device: Union[torch.device, str, int, None] = None,
+    dtype: torch.dtype = torch.int32,
+    weight_dtype: Optional[torch.dtype] = None,
+) -> Plan:
+    """Report the strategy :func:`histogram` would use for ``bins`` bins of ``dtype`` input on ``device``.
+
+    ``device`` defaults to the current CUDA device when one is available, else the CPU. A tier forced with
+    :func:`force_tier` is reflected (and an impossible forced tier raises ``ValueError`` here as in the op).
+    """
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+    tier, cluster, shared, threads, per_block = torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype)
+    return Plan(
+        tier="cpu" if device.type == "cpu" else _TIER_NAMES[tier],
+        cluster_size=cluster,
+        shared_bytes_per_block=shared,
+        threads_per_block=threads,
+        bins_per_block=per_block,
+        device=device,
+    )
+
+
+@contextlib.contextmanager
+def force_tier(tier: str, cluster_size: Optional[int] = None) -> Iterator[None]:
+    """Force the CUDA strategy tier within a ``with`` block, in this thread (tests and benchmarks).
+
+    ``tier`` is ``"auto"``, ``"shared"``, ``"cluster"`` or ``"global"``; ``cluster_size`` (1..16, cluster tier only)
+    fixes the cluster size. A forced tier that cannot hold the bins raises ``ValueError`` at the call. CPU calls
+    ignore it.
+    """
+    previous = torch.ops.dsmhist._get_tier_override()
+    torch.ops.dsmhist._set_tier_override(tier, cluster_size or 0)
+    try:
+        yield
+    finally:
+        torch.ops.dsmhist._set_tier_override(*previous)
+
+
+def built_with_cuda() -> bool:
+    """Whether this build of the extension contains the CUDA kernels."""
+    return bool(torch.ops.dsmhist._built_with_cuda())
