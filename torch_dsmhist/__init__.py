@@ -8,6 +8,8 @@ The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a type
 * :func:`plan` — the strategy the op would use on a device; :func:`force_tier` — force one (tests, benchmarks).
 """
 
+import torch  # noqa: F401  (loads libtorch, which _C links against)
+
 from . import _C  # noqa: F401  (loading the extension registers torch.ops.dsmhist.*)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
 from ._api import Plan, bincount, built_with_cuda, force_tier, histc, histogram, plan

@@ -62,7 +62,9 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlen
     Like torch, it reads the input's min and max back to the host to size the output (one synchronisation). Use
     :func:`histogram` with a fixed ``bins`` to avoid that, e.g. inside CUDA graphs.
     """
-    if input.dim() != 1 or input.dtype not in _INTEGER_DTYPES:
+    if input.dtype not in _INTEGER_DTYPES:
+        raise NotImplementedError(f'"bincount_{input.device.type}" not implemented for {input.dtype}')
+    if input.dim() != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if minlength < 0:
         raise RuntimeError(f"minlength should be >= 0, got {minlength}")

@@ -17,6 +17,14 @@ def _histogram_fake(
 ) -> torch.Tensor:
     torch._check(bins > 0, lambda: f"dsmhist.histogram: bins must be > 0, got {bins}")
     if weight is not None:
+        torch._check(
+            weight.device == input.device,
+            lambda: f"dsmhist.histogram: weight is on {weight.device} but input is on {input.device}",
+        )
+        torch._check(
+            weight.shape == input.shape,
+            lambda: f"dsmhist.histogram: weight must have the shape of input {tuple(input.shape)}",
+        )
         out_dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
     else:
         out_dtype = dtype if dtype is not None else torch.int64

@@ -2,7 +2,7 @@
 // kernel launcher on the current stream of the input's device. Nothing here synchronises with the host.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -44,8 +44,7 @@ at::Tensor histogram_cuda(const at::Tensor& input, int64_t bins, std::optional<d
                           const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                           std::optional<at::ScalarType> dtype) {
   const HistogramArgs args = check_histogram_args(input, bins, min, max, weight, out_of_range, dtype);
-  TORCH_CHECK_VALUE(input.is_cuda(), "dsmhist.histogram: input is on ", input.device(),
-                    " but weight is on a CUDA device; both must be on the same device");
+  TORCH_CHECK(input.is_cuda(), "dsmhist.histogram (CUDA): input must be on a CUDA device, got ", input.device());
   if (args.weight_type != WeightType::kNone) {
     at::globalContext().alertNotDeterministic("dsmhist.histogram with weight on CUDA (floating-point atomics)");
   }
@@ -62,7 +61,7 @@ at::Tensor histogram_cuda(const at::Tensor& input, int64_t bins, std::optional<d
     range_keys = at::empty({2}, input.options().dtype(at::kLong));
     params.device_range = static_cast<const unsigned long long*>(range_keys.const_data_ptr());
   }
-  C10_CUDA_CHECK(launch_histogram(params, request, plan, at::cuda::getCurrentCUDAStream()));
+  C10_CUDA_CHECK(launch_histogram(params, request, plan, c10::cuda::getCurrentCUDAStream()));
   return output;
 }
 

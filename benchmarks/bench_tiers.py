@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""Correctness-checked GPU benchmark of torch_dsmhist's strategy tiers against torch.bincount and torch.histc.
+
+Sections: device-to-device copy bandwidth (the read floor); a large-input sweep (2^28 uniform int32 values, bins
+256 .. 2^20) of the auto plan, each forced tier, torch.bincount and torch.histc(float); adversarial rows (one hot
+bin; 2^30 uint8 values); small inputs (MoE token counting), host-timed per call. Every torch_dsmhist result is
+compared with torch.bincount before it is timed: a mismatch is marked FAIL and makes the script exit 1.
+Writes benchmarks/RESULTS.md and, when matplotlib is present, benchmarks/throughput_vs_bins.png.
+
+Usage: python benchmarks/bench_tiers.py [--quick] [--out-dir DIR]
+"""
+
+import argparse
+import datetime
+import importlib.util
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import torch  # before torch_dsmhist: the extension links against torch's libraries
+
+HERE = Path(__file__).resolve().parent
+STARTED = time.perf_counter()
+try:
+    import torch_dsmhist
+except ImportError:  # an in-place build in the repository root
+    sys.path.append(str(HERE.parent))
+    import torch_dsmhist
+
+try:
+    from tqdm import tqdm
+except ImportError:
+    tqdm = None
+
+WARMUP, REPS = 3, 15
+SLOW_MS = 250.0  # a variant whose first run is slower than this is timed as the median of 3 runs after 1 warm-up
+GUARD_S = 1.0  # a variant estimated slower than this per run (from 1/PROBE_DIV of the input) is skipped
+PROBE_DIV = 16
+BUDGET_S = 150.0  # past this many seconds of the run, every remaining variant is timed as the median of 3 runs
+SMALL_CALLS = 200
+DSM = ("auto", "shared", "cluster", "global")
+CONTENDERS = DSM + ("bincount", "histc")
+LABELS = {"auto": "dsmhist auto", "shared": "tier shared", "cluster": "tier cluster", "global": "tier global",
+          "bincount": "torch.bincount", "histc": "torch.histc(float)", "empty": "empty kernel"}
+
+
+@dataclass(frozen=True)
+class Config:
+    n_large: int
+    bins: Tuple[int, ...]
+    n_hot: int
+    hot_bins: Tuple[int, ...]
+    n_u8: int
+    copy_bytes: int
+    small_n: Tuple[int, ...] = (4096, 65536, 1048576)
+    small_bins: Tuple[int, ...] = (8, 256)
+
+
+FULL = Config(2**28, (256, 4096, 32768, 58112, 65536, 131072, 262144, 1048576), 2**28, (4096, 65536), 2**30, 2**30)
+QUICK = Config(2**24, (256, 4096, 65536, 262144), 2**24, (4096, 65536), 2**26, 2**28)
+
+
+@dataclass
+class Cell:
+    value: Optional[float] = None  # ms (GPU-timed sections) or µs per call (small inputs)
+    status: str = "ok"  # ok | FAIL | ERROR | n/a | skip
+    note: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("FAIL", "ERROR")
+
+    def text(self) -> str:
+        value = "" if self.value is None else fmt(self.value)
+        if self.status == "ok":
+            return value + ("*" if self.note else "")
+        return f"**{self.status}** {value}".strip() if self.failed else self.status
+
+
+Row = Dict[str, Cell]
+
+
+def fmt(x: float) -> str:
+    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
+
+
+def log(message: str) -> None:
+    (tqdm.write if tqdm is not None else print)(message)
+
+
+def progress(items: Sequence[Tuple[Any, ...]], desc: str) -> Iterator[Tuple[Any, ...]]:
+    """Iterate over (label, ...) tuples with a tqdm bar, or a printed line per item."""
+    if tqdm is not None:
+        yield from tqdm(items, desc=desc, leave=False)
+        return
+    for i, item in enumerate(items, 1):
+        print(f"{desc} [{i}/{len(items)}] {item[0]}", flush=True)
+        yield item
+
+
+def release() -> None:
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
+def first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def event_ms(fn: Callable[[], object], runs: int) -> List[float]:
+    """GPU time of each of `runs` back-to-back calls, in ms, from CUDA events."""
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
+
+
+def call_for(name: str) -> Callable[[torch.Tensor, int], torch.Tensor]:
+    if name == "bincount":
+        return lambda x, bins: torch.bincount(x, minlength=bins)
+    if name == "histc":
+        return lambda x, bins: torch.histc(x, bins, 0, bins)
+
+    def dsmhist(x: torch.Tensor, bins: int) -> torch.Tensor:
+        with torch_dsmhist.force_tier(name):
+            return torch_dsmhist.histogram(x, bins)
+    return dsmhist
+
+
+def timed_call(call: Callable[[torch.Tensor, int], torch.Tensor], x: torch.Tensor, bins: int
+               ) -> Tuple[List[torch.Tensor], float]:
+    """One event-timed call: ([its result], ms)."""
+    out: List[torch.Tensor] = []
+    return out, event_ms(lambda: out.append(call(x, bins)), 1)[0]
+
+
+def measure(name: str, x: torch.Tensor, bins: int, reference: Optional[torch.Tensor]) -> Cell:
+    """Check a contender against torch.bincount's `reference` (when given), then time it: median ms of REPS runs
+    after WARMUP. One estimated over GUARD_S per run from 1/PROBE_DIV of the input is checked on that part only."""
+    call = call_for(name)
+    try:
+        call(x[:1024], bins)  # loads the kernel and plans outside the timings; an infeasible forced tier raises here
+        part = x[: max(1, x.numel() // PROBE_DIV)]
+        out, estimate = timed_call(call, part, bins)
+        skip = estimate * PROBE_DIV > GUARD_S * 1e3
+        if skip:
+            reference = None if reference is None else torch.bincount(part, minlength=bins)
+        else:
+            out, first = timed_call(call, x, bins)
+        passed = reference is None or torch.equal(out[0], reference)
+        del out
+        if not skip:
+            reps = REPS if first < SLOW_MS and time.perf_counter() - STARTED < BUDGET_S else 3
+            for _ in range(WARMUP if reps == REPS else 1):
+                call(x, bins)
+            ms = statistics.median(event_ms(lambda: call(x, bins), reps))
+    except ValueError as error:  # a forced tier that cannot hold the bins
+        return Cell(status="n/a", note=first_line(error))
+    except RuntimeError as error:
+        return Cell(status="ERROR", note=first_line(error))
+    if not passed:
+        return Cell(None if skip else ms, "FAIL", "result differs from torch.bincount")
+    if skip:
+        return Cell(estimate * PROBE_DIV, "skip", f"one run estimated at {estimate * PROBE_DIV / 1e3:.1f} s from "
+                    f"1/{PROBE_DIV} of the input (counts checked on that part): not timed")
+    return Cell(ms, "ok", "" if reps == REPS else f"median of {reps} runs after 1 warm-up (a slow first run or "
+                f"past the {BUDGET_S:g} s time budget)")
+
+
+def bench_row(x: torch.Tensor, bins: int) -> Row:
+    reference = torch.bincount(x, minlength=bins)
+    cells = {name: measure(name, x, bins, reference) for name in DSM}
+    del reference
+    cells["bincount"] = measure("bincount", x, bins, None)
+    x_float = x.float()
+    cells["histc"] = measure("histc", x_float, bins, None)
+    del x_float
+    return cells
+
+
+def run_cases(cases: Sequence[Tuple[str, int, Callable[[], torch.Tensor]]], desc: str) -> Dict[str, Row]:
+    """Make each case's input (label, bins, factory), benchmark every contender on it, and free it."""
+    rows = {}
+    for label, bins, make in progress(cases, desc):
+        x = make()
+        rows[label] = bench_row(x, bins)
+        del x
+        release()
+    return rows
+
+
+def large_cases(cfg: Config) -> List[Tuple[str, int, Callable[[], torch.Tensor]]]:
+    return [(str(b), b, lambda b=b: torch.randint(0, b, (cfg.n_large,), device="cuda", dtype=torch.int32))
+            for b in cfg.bins]
+
+
+def adversarial_cases(cfg: Config) -> List[Tuple[str, int, Callable[[], torch.Tensor]]]:
+    hot, u8 = cfg.n_hot.bit_length() - 1, cfg.n_u8.bit_length() - 1
+    return [(f"one hot bin (all 7), 2^{hot} int32, bins={b}", b,
+             lambda: torch.full((cfg.n_hot,), 7, dtype=torch.int32, device="cuda")) for b in cfg.hot_bins] + [
+        (f"uniform 2^{u8} uint8, bins=256", 256,
+         lambda: torch.randint(0, 256, (cfg.n_u8,), dtype=torch.uint8, device="cuda"))]
+
+
+def copy_bandwidth(n_bytes: int) -> float:
+    """Device-to-device copy of n_bytes: (bytes read + bytes written) / median time, in bytes/s."""
+    src = torch.ones(n_bytes // 4, dtype=torch.int32, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(WARMUP):
+        dst.copy_(src)
+    ms = statistics.median(event_ms(lambda: dst.copy_(src), REPS))
+    del src, dst
+    release()
+    return 2 * n_bytes / (ms * 1e-3)
+
+
+def host_us(fn: Callable[[], object]) -> Cell:
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(SMALL_CALLS):
+        fn()
+    torch.cuda.synchronize()
+    return Cell((time.perf_counter() - start) / SMALL_CALLS * 1e6)
+
+
+def small_inputs(cfg: Config) -> Dict[str, Row]:
+    """Per-call host time of small int64 inputs (expert ids as torch.topk returns them)."""
+    scratch = torch.empty(1, device="cuda")
+    rows = {}
+    cases = [(f"{n}, {b}", n, b) for n in cfg.small_n for b in cfg.small_bins]
+    for label, n, bins in progress(cases, "small inputs (n, bins)"):
+        x = torch.randint(0, bins, (n,), device="cuda", dtype=torch.int64)
+        x_float = x.float()
+        auto = host_us(lambda: torch_dsmhist.histogram(x, bins))
+        if not torch.equal(torch_dsmhist.histogram(x, bins), torch.bincount(x, minlength=bins)):
+            auto.status, auto.note = "FAIL", "result differs from torch.bincount"
+        rows[label] = {"auto": auto, "bincount": host_us(lambda: torch.bincount(x, minlength=bins)),
+                           "histc": host_us(lambda: torch.histc(x_float, bins, 0, bins)),
+                           "empty": host_us(scratch.zero_)}
+    return rows
+
+
+def speedup(row: Row) -> str:
+    """Best of torch.bincount / torch.histc divided by dsmhist auto (> 1: dsmhist is faster)."""
+    best = min((row[k].value for k in ("bincount", "histc") if row[k].status == "ok" and row[k].value), default=None)
+    auto = row["auto"]
+    return "—" if auto.status != "ok" or not best or not auto.value else f"{best / auto.value:.2f}x"
+
+
+def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> List[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows] + [""]
+
+
+def timing_table(first: str, rows: Dict, names: Sequence[str] = CONTENDERS) -> List[str]:
+    header = [first] + [LABELS[k] for k in names] + ["auto speedup vs best torch"]
+    return md_table(header, ([str(key)] + [row[k].text() for k in names] + [speedup(row)]
+                             for key, row in rows.items()))
+
+
+def git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10, check=True).stdout
+    try:
+        return git("rev-parse", "--short", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno") else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict[str, Row],
+           small: Dict[str, Row], failures: List[str]) -> str:
+    props = torch.cuda.get_device_properties(0)
+    floor_ms = 4 * cfg.n_large / bw * 1e3
+    lines = ["# torch_dsmhist tier benchmark" + (" (--quick smoke run, not reference numbers)" if quick else ""), ""]
+    if failures:
+        lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
+    lines += [f"- Device: {torch.cuda.get_device_name(0)}, {props.multi_processor_count} SMs",
+              f"- torch {torch.__version__}, CUDA {torch.version.cuda}; torch_dsmhist {torch_dsmhist.__version__}",
+              f"- Date: {datetime.date.today()}; git commit: {git_commit()}",
+              f"- Copy bandwidth: {bw / 1e12:.2f} TB/s ({cfg.copy_bytes / 2**30:g} GiB device-to-device copy, "
+              f"bytes read + written / median time); floor for reading 2^{cfg.n_large.bit_length() - 1} int32 once "
+              f"at that rate: {floor_ms:.3f} ms ({bw / 4 / 1e9:.0f} G elements/s)", "",
+              f"## Large inputs: 2^{cfg.n_large.bit_length() - 1} uniform int32 values, median ms of {REPS} "
+              "(CUDA events)", ""]
+    lines += timing_table("bins", large)
+    lines += ["## Adversarial inputs (median ms)", ""] + timing_table("case", adv)
+    plan_rows = [(str(b), torch_dsmhist.plan(b)) for b in cfg.bins]
+    plan_rows.append(("256 (uint8)", torch_dsmhist.plan(256, dtype=torch.uint8)))
+    lines += ["## Plans chosen (auto)", ""] + md_table(
+        ["bins", "tier", "cluster size", "shared bytes / block", "threads / block", "bins / block"],
+        ([b, p.tier, p.cluster_size, p.shared_bytes_per_block, p.threads_per_block, p.bins_per_block]
+         for b, p in plan_rows))
+    lines += [f"## Small inputs (MoE token counting): int64 ids, host-timed µs per call ({SMALL_CALLS} calls, "
+              "one synchronize)", ""]
+    lines += timing_table("n, bins", small, ("auto", "bincount", "histc", "empty"))
+    notes: Dict[str, List[str]] = {}
+    for section in (large, adv, small):
+        for key, row in section.items():
+            for name, cell in row.items():
+                if cell.note:
+                    notes.setdefault(f"{cell.status if cell.status != 'ok' else '*'}: {cell.note}", []).append(
+                        f"{LABELS[name]} @ {key}")
+    lines += ["## Notes", "", "- n/a: the forced tier cannot hold these bins (ValueError). skip: estimated over "
+              f"{GUARD_S:g} s per run. *: see below. Speedup = min(bincount, histc) / auto."]
+    lines += [f"- {note} — {', '.join(where)}" for note, where in notes.items()]
+    lines += ["", "## How to reproduce", "", "`python benchmarks/bench_tiers.py` (add `--quick` for a smoke run, "
+              "`--out-dir DIR` to copy the results)", ""]
+    return "\n".join(lines)
+
+
+def plot(large: Dict[str, Row], n: int, bw: float, path: Path) -> bool:
+    if importlib.util.find_spec("matplotlib") is None:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name in CONTENDERS:
+        points = [(int(b), n / (r[name].value * 1e-3)) for b, r in large.items() if r[name].status == "ok"]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=LABELS[name])
+    ax.axhline(bw / 4, linestyle="--", color="black", label="read floor (copy bandwidth / 4 B)")
+    ax.set(yscale="log", xlabel="bins", ylabel="elements / s",
+           title=f"{torch.cuda.get_device_name(0)}: 2^{n.bit_length() - 1} uniform int32 values")
+    ax.set_xscale("log", base=2)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="n = 2^24 and fewer bins, for a fast smoke run")
+    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md and the plot into this directory")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available() or not torch_dsmhist.built_with_cuda():
+        print(f"bench_tiers: needs a CUDA device and a CUDA build of torch_dsmhist (CUDA device: "
+              f"{torch.cuda.is_available()}, built with CUDA: {torch_dsmhist.built_with_cuda()}); "
+              "nothing measured, RESULTS.md not written.")
+        return 0
+    cfg = QUICK if args.quick else FULL
+    torch.manual_seed(0)
+    log(f"bench_tiers on {torch.cuda.get_device_name(0)}, {'quick' if args.quick else 'full'} mode")
+    bw = copy_bandwidth(cfg.copy_bytes)
+    log(f"copy bandwidth {bw / 1e12:.2f} TB/s")
+    large = run_cases(large_cases(cfg), "large sweep, bins")
+    adv, small = run_cases(adversarial_cases(cfg), "adversarial"), small_inputs(cfg)
+    failures = [f"{LABELS[name]} @ {key}: {cell.status} ({cell.note})" for section in (large, adv, small)
+                for key, row in section.items() for name, cell in row.items() if cell.failed]
+    report = render(cfg, args.quick, bw, large, adv, small, failures)
+    print(report)
+    outputs = [HERE / "RESULTS.md"]
+    outputs[0].write_text(report)
+    if plot(large, cfg.n_large, bw, HERE / "throughput_vs_bins.png"):
+        outputs.append(HERE / "throughput_vs_bins.png")
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        for path in outputs:
+            shutil.copy2(path, args.out_dir / path.name)
+    log(f"wrote {', '.join(str(p) for p in outputs)} in {time.perf_counter() - STARTED:.0f} s")
+    for failure in failures:
+        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

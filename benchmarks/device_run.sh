@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one go: build, the whole test suite with CUDA tests, compute-sanitizer on every
+# tier, the benchmark, and the pre-sm_90 path (a TORCH_CUDA_ARCH_LIST="8.0+PTX" build run on this device).
+#
+#   bash benchmarks/device_run.sh [main|ptx|all]     (default: all)
+#
+# main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90), sanitizers, benchmark.
+# ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
+# Logs go to $OUT (or ./device_logs); the last lines printed summarise every step.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=${1:-all}
+OUT=${OUT:-$PWD/device_logs}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+summary=()
+run() {  # run NAME LOG COMMAND...: record pass/fail and the log's last line
+  local name=$1 log=$2
+  shift 2
+  local start=$SECONDS
+  "$@" >"$OUT/$log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-28s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$OUT/$log")")")
+  return $rc
+}
+build() {  # build ARCH_LIST
+  rm -rf build torch_dsmhist/_C*.so
+  TORCH_CUDA_ARCH_LIST="$1" DSMHIST_CUDA=1 python -m pip install --no-build-isolation --no-deps -e . -v
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+
+if [[ $stage == main || $stage == all ]]; then
+  if run "build 8.0;9.0+PTX" build_sm90.log build "8.0;9.0+PTX"; then
+    cuobjdump --dump-resource-usage torch_dsmhist/_C*.so 2>/dev/null | grep -E "Function|REG" >>"$OUT/build_sm90.log"
+    run "pytest (sm_90 build)" tests_sm90.log env DSMHIST_EXPECT_CLUSTER=1 python -m pytest tests -q -rs
+    (cd tests && for tool in memcheck racecheck synccheck initcheck; do
+      echo "== $tool"
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 3 python sanitize_tiers.py 2>&1 |
+        grep -E "ERROR SUMMARY|sanitize_tiers:|FAIL|Error|error" | head -20
+      echo "rc=${PIPESTATUS[0]}"
+    done) >"$OUT/sanitizer.log" 2>&1
+    summary+=("sanitizers: $(grep -c '^rc=0' "$OUT/sanitizer.log")/4 clean ($(grep '^rc=' "$OUT/sanitizer.log" | tr '\n' ' '))")
+    run "benchmark" bench.log python benchmarks/bench_tiers.py --out-dir "$OUT" ${BENCH_ARGS:-}
+  fi
+fi
+
+if [[ $stage == ptx || $stage == all ]]; then
+  if run "build 8.0+PTX" build_ptx80.log build "8.0+PTX"; then
+    run "pytest (8.0+PTX build)" tests_ptx80.log env DSMHIST_EXPECT_CLUSTER=0 python -m pytest tests -q -rs
+  fi
+fi
+
+echo "== device: $(cat "$OUT/gpu.txt")"
+printf '%s\n' "${summary[@]}"

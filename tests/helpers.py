@@ -1,0 +1,119 @@
+"""Test data and an independent reference histogram written with plain torch ops (no torch_dsmhist code)."""
+
+from typing import Optional
+
+import torch
+
+INTEGER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+ALL_DTYPES = INTEGER_DTYPES + FLOAT_DTYPES
+WEIGHT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+DISTRIBUTIONS = ["uniform", "one_hot", "sorted", "two_edges"]
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The precision the op bins in: float64 for int32/int64/float64, float32 otherwise."""
+    return torch.float64 if dtype in (torch.int32, torch.int64, torch.float64) else torch.float32
+
+
+def reference_histogram(
+    x: torch.Tensor,
+    bins: int,
+    min: Optional[float] = None,
+    max: Optional[float] = None,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """The contract's histogram, on the CPU, in int64 counts or float64 sums, then cast to the op's output dtype."""
+    x = x.detach().cpu().reshape(-1)
+    w = None if weight is None else weight.detach().cpu().reshape(-1).double()
+    clamp = out_of_range == "clamp"
+    if min is None and not x.dtype.is_floating_point:
+        v = x.long()
+        keep = torch.ones_like(v, dtype=torch.bool) if clamp else (v >= 0) & (v < bins)
+        v = v.clamp(0, bins - 1)
+    else:
+        cdt = compute_dtype(x.dtype)
+        xc = x.to(cdt)
+        if min is None:
+            finite = xc[torch.isfinite(xc)]
+            lo, hi = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 0.0)
+            if lo == hi:
+                lo, hi = lo - 1.0, hi + 1.0
+        else:
+            lo, hi = min, max
+        lo_t, hi_t = torch.tensor(lo, dtype=cdt), torch.tensor(hi, dtype=cdt)
+        inside = (xc >= lo_t) & (xc <= hi_t)
+        scaled = (xc - lo_t) * bins / (hi_t - lo_t)
+        v = torch.where(inside & (scaled < bins), scaled, torch.zeros_like(scaled)).long()
+        v = torch.where(inside & ~(scaled < bins), torch.full_like(v, bins - 1), v)
+        keep = inside
+        if clamp:
+            v = torch.where(xc < lo_t, torch.zeros_like(v), v)
+            v = torch.where(xc > hi_t, torch.full_like(v, bins - 1), v)
+            keep = ~torch.isnan(xc)
+    counts = torch.bincount(v[keep], weights=None if w is None else w[keep], minlength=bins)
+    if w is not None:
+        return counts.to(torch.float64 if weight.dtype == torch.float64 else torch.float32)
+    return counts.to(dtype or torch.int64)
+
+
+def _int_limits(dtype: torch.dtype):
+    info = torch.iinfo(dtype)
+    return info.min, info.max
+
+
+def make_index_values(n: int, bins: int, dtype: torch.dtype, distribution: str, gen: torch.Generator) -> torch.Tensor:
+    """Integer values for bin-by-value mode, including a few just outside [0, bins) where the dtype allows."""
+    low, high = _int_limits(dtype)
+    lo, hi = builtin_max(low, -3), builtin_min(high, bins + 2)
+    if distribution == "uniform":
+        v = torch.randint(lo, hi + 1, (n,), generator=gen)
+    elif distribution == "one_hot":
+        v = torch.full((n,), int(torch.randint(0, builtin_min(bins, high + 1), (1,), generator=gen)))
+    elif distribution == "sorted":
+        v = torch.randint(lo, hi + 1, (n,), generator=gen).sort().values
+    elif distribution == "two_edges":
+        edges = torch.tensor([0, builtin_min(bins - 1, high)])
+        v = edges[torch.randint(0, 2, (n,), generator=gen)]
+    else:
+        raise ValueError(distribution)
+    return v.to(dtype)
+
+
+def make_range_values(
+    n: int, lo: float, hi: float, dtype: torch.dtype, distribution: str, gen: torch.Generator
+) -> torch.Tensor:
+    """Values for range mode spread over [lo, hi] and 10% beyond each side; two_edges puts them exactly on lo / hi."""
+    span = hi - lo
+    if distribution == "uniform":
+        v = torch.rand(n, generator=gen, dtype=torch.float64) * 1.2 * span + lo - 0.1 * span
+    elif distribution == "one_hot":
+        v = torch.full((n,), lo + span * float(torch.rand(1, generator=gen)), dtype=torch.float64)
+    elif distribution == "sorted":
+        v = (torch.rand(n, generator=gen, dtype=torch.float64) * 1.2 * span + lo - 0.1 * span).sort().values
+    elif distribution == "two_edges":
+        v = torch.tensor([lo, hi], dtype=torch.float64)[torch.randint(0, 2, (n,), generator=gen)]
+    else:
+        raise ValueError(distribution)
+    if not dtype.is_floating_point:
+        low, high = _int_limits(dtype)
+        v = v.round().clamp(low, high)
+    return v.to(dtype)
+
+
+def sprinkle_specials(x: torch.Tensor, gen: torch.Generator, fraction: float = 0.01) -> torch.Tensor:
+    """Replace a random few values of a floating tensor with NaN, +inf and -inf."""
+    x = x.clone()
+    n = x.numel()
+    if n == 0:
+        return x
+    count = builtin_max(1, int(n * fraction))
+    idx = torch.randint(0, n, (count,), generator=gen)
+    specials = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=x.dtype)
+    x.view(-1)[idx] = specials[torch.randint(0, 3, (count,), generator=gen)]
+    return x
+
+
+builtin_min, builtin_max = min, max

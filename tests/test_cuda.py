@@ -1,0 +1,243 @@
+"""CUDA-only behaviour: every tier forced on the same data, tier boundaries, no host sync, CUDA graphs, streams,
+inputs past 2^31 elements, and the path a build takes on this device. Skipped without a GPU."""
+
+import os
+
+import pytest
+import torch
+from conftest import CUDA_OK, CUDA_SKIP_REASON
+from helpers import DISTRIBUTIONS, make_index_values, make_range_values, reference_histogram
+
+import torch_dsmhist
+
+pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
+
+
+def shared_capacity() -> int:
+    """32-bit counters one block can hold: the device's opt-in shared memory per block / 4."""
+    return torch.cuda.get_device_properties().shared_memory_per_block_optin // 4
+
+
+def cluster_available() -> bool:
+    return torch_dsmhist.plan(shared_capacity() + 1).tier == "cluster"
+
+
+def max_cluster_size() -> int:
+    for size in (16, 8):
+        try:
+            with torch_dsmhist.force_tier("cluster", cluster_size=size):
+                torch_dsmhist.plan(shared_capacity() * size)
+            return size
+        except ValueError:
+            continue
+    return 0
+
+
+def forced(tier: str, cluster_size=None):
+    return torch_dsmhist.force_tier(tier, cluster_size)
+
+
+def tier_variants(bins: int):
+    """(name, tier, cluster size) for every tier that can hold `bins` on this device."""
+    variants = [("global", "global", None)]
+    if bins <= shared_capacity():
+        variants.append(("shared", "shared", None))
+    if cluster_available():
+        for size in (1, 2, 3, 4, 8, 16):
+            if size <= max_cluster_size() and -(-bins // size) <= shared_capacity():
+                variants.append((f"cluster{size}", "cluster", size))
+        if bins <= shared_capacity() * max_cluster_size():
+            variants.append(("cluster-auto", "cluster", None))
+    return variants
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("bins", [1, 5, 256, 4099, 58111, 100003, 262145, 929793])
+def test_every_tier_gives_identical_counts(distribution, bins, gen):
+    x = make_index_values(300007, bins, torch.int32, distribution, gen).cuda()
+    expected = reference_histogram(x, bins, out_of_range="clamp")
+    results = {}
+    for name, tier, size in tier_variants(bins):
+        with forced(tier, size):
+            results[name] = torch_dsmhist.histogram(x, bins, out_of_range="clamp").cpu()
+    assert len(results) >= 2 or bins > shared_capacity() * max(1, max_cluster_size())
+    for name, out in results.items():
+        assert torch.equal(out, expected), f"tier {name} differs from the reference"
+
+
+@pytest.mark.parametrize("tier", ["shared", "cluster", "global"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_every_tier_range_mode_with_weights(tier, dtype, gen):
+    bins = 1000
+    if tier == "cluster" and not cluster_available():
+        pytest.skip("no cluster tier on this device / build")
+    x = make_range_values(100003, -5.0, 5.0, dtype, "uniform", gen).cuda()
+    w = torch.rand(100003, generator=gen, dtype=torch.float64).cuda()
+    with forced(tier, 3 if tier == "cluster" else None):
+        counts = torch_dsmhist.histogram(x, bins, -5.0, 5.0)
+        data_range = torch_dsmhist.histogram(x, bins) if dtype.is_floating_point else None
+        weighted = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w)
+        weighted32 = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w.float())
+    assert torch.equal(counts.cpu(), reference_histogram(x, bins, -5.0, 5.0))
+    if data_range is not None:
+        assert torch.equal(data_range.cpu(), reference_histogram(x, bins))
+    torch.testing.assert_close(weighted.cpu(), reference_histogram(x, bins, -5.0, 5.0, weight=w), rtol=1e-12, atol=1e-9)
+    torch.testing.assert_close(
+        weighted32.cpu(), reference_histogram(x, bins, -5.0, 5.0, weight=w.float()), rtol=1e-5, atol=1e-3
+    )
+
+
+def test_auto_plan_at_tier_boundaries(gen):
+    capacity = shared_capacity()
+    assert torch_dsmhist.plan(capacity).tier == "shared"
+    expected_above = "cluster" if cluster_available() else "global"
+    assert torch_dsmhist.plan(capacity + 1).tier == expected_above
+    assert torch_dsmhist.plan(262144).tier == expected_above
+    assert torch_dsmhist.plan(262145).tier == "global"
+    assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
+    assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
+    for bins in (capacity - 1, capacity, capacity + 1, 262144, 262145):
+        x = make_index_values(200003, bins, torch.int64, "uniform", gen).cuda()
+        assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), bins
+
+
+def test_plan_reports_cluster_layout():
+    if not cluster_available():
+        pytest.skip("no cluster tier on this device / build")
+    bins = 100003
+    p = torch_dsmhist.plan(bins)
+    assert p.tier == "cluster" and p.cluster_size >= 2
+    assert p.bins_per_block == -(-bins // p.cluster_size)
+    assert p.shared_bytes_per_block == p.bins_per_block * 4
+    assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
+
+
+def test_forced_tier_that_cannot_hold_the_bins_raises(gen):
+    x = torch.zeros(10, dtype=torch.long, device="cuda")
+    with forced("shared"), pytest.raises(ValueError, match="shared"):
+        torch_dsmhist.histogram(x, shared_capacity() + 1)
+    if cluster_available():
+        with forced("cluster", 2), pytest.raises(ValueError, match="cluster"):
+            torch_dsmhist.histogram(x, shared_capacity() * 2 + 1)
+        with forced("cluster"), pytest.raises(ValueError, match="cluster"):
+            torch_dsmhist.histogram(x, shared_capacity() * 16 + 1)
+
+
+def test_build_takes_the_expected_path():
+    """DSMHIST_EXPECT_CLUSTER=1 / 0 (set by benchmarks/device_run.sh) asserts the cluster tier is / is not used."""
+    expect = os.environ.get("DSMHIST_EXPECT_CLUSTER")
+    if expect is None:
+        pytest.skip("DSMHIST_EXPECT_CLUSTER not set")
+    assert cluster_available() == (expect == "1")
+    if expect == "0":
+        with forced("cluster"), pytest.raises(ValueError, match="sm_90"):
+            torch_dsmhist.histogram(torch.zeros(4, dtype=torch.long, device="cuda"), 100003)
+
+
+def test_sixteen_block_clusters(gen):
+    if not cluster_available() or max_cluster_size() < 16:
+        pytest.skip("this device does not run 16-block clusters")
+    bins = shared_capacity() * 15 + 7  # needs all 16 blocks; not a multiple of 16
+    x = make_index_values(400009, bins, torch.int32, "uniform", gen).cuda()
+    with forced("cluster", 16):
+        assert torch_dsmhist.plan(bins).cluster_size == 16
+        out = torch_dsmhist.histogram(x, bins)
+    assert torch.equal(out.cpu(), reference_histogram(x, bins))
+
+
+def test_no_host_synchronisation(gen):
+    x = make_index_values(100003, 5000, torch.int32, "uniform", gen).cuda()
+    f = torch.randn(100003, generator=gen).cuda()
+    w = torch.rand(100003, generator=gen).cuda()
+    variants = [("auto", None), ("shared", None), ("global", None)]
+    if cluster_available():
+        variants.append(("cluster", 2))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for tier, size in variants:
+            with forced(tier, size):
+                torch_dsmhist.histogram(x, 5000)
+                torch_dsmhist.histogram(f, 5000)  # range found on the device
+                torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w, out_of_range="clamp")
+                torch_dsmhist.histogram(x.reshape(-1, 7)[:, ::2], 5000, dtype=torch.int32)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def test_cuda_graph_capture_and_replay(gen):
+    static_tokens = torch.randint(0, 64, (8192,), generator=gen).cuda()
+    static_scores = torch.randn(8192, generator=gen).cuda()
+
+    def step():
+        return torch_dsmhist.histogram(static_tokens, 64), torch_dsmhist.histogram(static_scores, 50)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        counts, hist = step()
+    for _ in range(3):
+        tokens = torch.randint(0, 64, (8192,), generator=gen)
+        scores = torch.randn(8192, generator=gen) * 3
+        static_tokens.copy_(tokens)
+        static_scores.copy_(scores)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(counts.cpu(), torch.bincount(tokens, minlength=64))
+        assert torch.equal(hist.cpu(), reference_histogram(scores, 50))
+
+
+def test_runs_on_the_current_stream(gen):
+    x = make_index_values(1 << 22, 4096, torch.int32, "uniform", gen).cuda()
+    expected = reference_histogram(x, 4096)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        outs = [torch_dsmhist.histogram(x, 4096) for _ in range(4)]
+    torch.cuda.current_stream().wait_stream(stream)
+    for out in outs:
+        assert torch.equal(out.cpu(), expected)
+
+
+def test_weighted_raises_under_deterministic_algorithms():
+    x = torch.arange(10, device="cuda")
+    w = torch.ones(10, device="cuda")
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="deterministic"):
+            torch_dsmhist.histogram(x, 10, weight=w)
+        assert torch.equal(torch_dsmhist.histogram(x, 10).cpu(), torch.ones(10, dtype=torch.long))  # counts are fine
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_input_on_a_non_current_device(gen):
+    x = make_index_values(10007, 300, torch.int64, "uniform", gen)
+    out = torch_dsmhist.histogram(x.to("cuda:1"), 300)
+    assert out.device == torch.device("cuda:1")
+    assert torch.equal(out.cpu(), reference_histogram(x, 300))
+
+
+@pytest.mark.slow
+def test_more_than_2_pow_31_elements():
+    n = 2**31 + 4099
+    if torch.cuda.mem_get_info()[0] < 3 * n:
+        pytest.skip("not enough GPU memory for a 2^31-element input")
+    x = torch.arange(n, device="cuda", dtype=torch.int64).remainder_(251).to(torch.uint8)
+    expected = torch.full((251,), n // 251, dtype=torch.long)
+    expected[: n % 251] += 1
+    for tier in ("auto", "global"):
+        with forced(tier):
+            assert torch.equal(torch_dsmhist.histogram(x, 251).cpu(), expected), tier
+    strided = x[1::2]  # non-contiguous, > 2^30 elements at odd offsets
+    ref = torch.zeros(251, dtype=torch.long)
+    for chunk in strided.split(1 << 28):
+        ref += torch.bincount(chunk.long(), minlength=251).cpu()
+    assert torch.equal(torch_dsmhist.histogram(strided, 251).cpu(), ref)
+    del x, strided
+    torch.cuda.empty_cache()
