@@ -23,11 +23,25 @@ run() {  # run NAME LOG COMMAND...: record pass/fail and the log's last line
   summary+=("$(printf '%-28s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$OUT/$log")")")
   return $rc
 }
+# The lab image's default compiler (/opt/gcc) was seen to link libstdc++ statically into the extension, which then
+# crashed formatting torch error messages against torch's own (shared) libstdc++. The system g++ links it shared.
+if [[ -x /usr/bin/g++ && -x /usr/bin/gcc ]]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++; fi
 build() {  # build ARCH_LIST
   rm -rf build torch_dsmhist/_C*.so
-  TORCH_CUDA_ARCH_LIST="$1" DSMHIST_CUDA=1 python -m pip install --no-build-isolation --no-deps -e . -v
+  echo "CC=${CC:-} CXX=${CXX:-}; $(${CXX:-c++} --version | head -n 1)"
+  TORCH_CUDA_ARCH_LIST="$1" DSMHIST_CUDA=1 python -m pip install --no-build-isolation --no-deps -e . -v || return 1
+  # A private copy of libstdc++ inside the extension is the failure described above: refuse it.
+  local private
+  private=$(nm -C --defined-only torch_dsmhist/_C*.so | grep -c "std::basic_ostream<char, std::char_traits<char> >::_M_insert") || true
+  echo "libstdc++ stream code defined inside _C.so: $private symbols"
+  [[ $private == 0 ]]
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "CC=${CC:-} CXX=${CXX:-}"
+  ls -la /opt/gcc/bin 2>/dev/null | head -5
+  for c in /opt/gcc/bin/g++ /usr/bin/g++; do [[ -x $c ]] && echo "$c: $($c --version | head -n 1); libstdc++.so -> $($c -print-file-name=libstdc++.so)"; done
+} >"$OUT/gpu.txt" 2>&1
 
 if [[ $stage == main || $stage == all ]]; then
   if run "build 8.0;9.0+PTX" build_sm90.log build "8.0;9.0+PTX"; then
@@ -50,5 +64,5 @@ if [[ $stage == ptx || $stage == all ]]; then
   fi
 fi
 
-echo "== device: $(cat "$OUT/gpu.txt")"
+echo "== device:"; cat "$OUT/gpu.txt"
 printf '%s\n' "${summary[@]}"
