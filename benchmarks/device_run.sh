@@ -47,6 +47,7 @@ if [[ $stage == main || $stage == all ]]; then
   if run "build 8.0;9.0+PTX" build_sm90.log build "8.0;9.0+PTX"; then
     cuobjdump --dump-resource-usage torch_dsmhist/_C*.so 2>/dev/null | grep -E "Function|REG" >>"$OUT/build_sm90.log"
     run "pytest (sm_90 build)" tests_sm90.log env DSMHIST_EXPECT_CLUSTER=1 python -m pytest tests -q -rs
+    run "demo" demo.log python -m torch_dsmhist
     (cd tests && for tool in memcheck racecheck synccheck initcheck; do
       echo "== $tool"
       PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 3 python sanitize_tiers.py 2>&1 |
