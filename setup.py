@@ -9,6 +9,8 @@ extension is CPU-only. Whether a GPU is visible never matters. Environment varia
 """
 
 import os
+import re
+import subprocess
 
 from setuptools import find_packages, setup
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
@@ -19,9 +21,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
 
 
+def nvcc_major_version():
+    try:
+        out = subprocess.run([os.path.join(CUDA_HOME, "bin", "nvcc"), "--version"], capture_output=True, text=True).stdout
+        return int(re.search(r"release (\d+)\.", out).group(1))
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
 def want_cuda() -> bool:
     setting = os.environ.get("DSMHIST_CUDA", "auto").strip().lower()
     possible = CUDA_HOME is not None and torch.version.cuda is not None
+    if possible and setting == "auto" and nvcc_major_version() != int(torch.version.cuda.split(".")[0]):
+        # torch refuses to build against a toolkit of another major version: build the CPU extension instead.
+        print(f"torch_dsmhist: nvcc's CUDA major version ({nvcc_major_version()}) differs from torch's "
+              f"({torch.version.cuda}); building CPU-only (set DSMHIST_CUDA=1 to insist)")
+        return False
     if setting in ("0", "off", "false", "no"):
         return False
     if setting in ("1", "on", "true", "yes"):

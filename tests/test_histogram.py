@@ -20,8 +20,8 @@ from helpers import (
 import torch_dsmhist
 
 SIZES = [0, 1, 7, 1000, 100003]
-# Up to and past every tier boundary of an H100 (58112 counters per block, 262144 cluster auto limit, 16 x 58112).
-BIN_COUNTS = [1, 2, 37, 256, 4099, 58112, 58113, 262145, 929793]
+# Up to and past every tier boundary of an H100 (58112 counters per block, 131072 cluster auto limit, 16 x 58112).
+BIN_COUNTS = [1, 2, 37, 256, 4099, 58112, 58113, 131073, 929793]
 
 
 def check_equal(out: torch.Tensor, expected: torch.Tensor) -> None:
