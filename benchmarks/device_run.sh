@@ -6,19 +6,21 @@
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90), sanitizers, benchmark.
 # ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
-# Logs go to $OUT (or ./device_logs); the last lines printed summarise every step.
+# Logs go to $OUT (or ./device_logs), at most 8 files; the last lines printed summarise every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=${1:-all}
 OUT=${OUT:-$PWD/device_logs}
 mkdir -p "$OUT"
+rm -f "$OUT"/{gpu.txt,build.log,tests_sm90.log,tests_ptx80.log,sanitizer.log,bench.log}
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 summary=()
-run() {  # run NAME LOG COMMAND...: record pass/fail and the log's last line
+run() {  # run NAME LOG COMMAND...: append to LOG, record pass/fail and the log's last line
   local name=$1 log=$2
   shift 2
   local start=$SECONDS
-  "$@" >"$OUT/$log" 2>&1
+  echo "===== $name" >>"$OUT/$log"
+  "$@" >>"$OUT/$log" 2>&1
   local rc=$?
   summary+=("$(printf '%-28s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$OUT/$log")")")
   return $rc
@@ -44,10 +46,10 @@ build() {  # build ARCH_LIST
 } >"$OUT/gpu.txt" 2>&1
 
 if [[ $stage == main || $stage == all ]]; then
-  if run "build 8.0;9.0+PTX" build_sm90.log build "8.0;9.0+PTX"; then
-    cuobjdump --dump-resource-usage torch_dsmhist/_C*.so 2>/dev/null | grep -E "Function|REG" >>"$OUT/build_sm90.log"
+  if run "build 8.0;9.0+PTX" build.log build "8.0;9.0+PTX"; then
+    cuobjdump --dump-resource-usage torch_dsmhist/_C*.so 2>/dev/null | grep -E "Function|REG" >>"$OUT/build.log"
     run "pytest (sm_90 build)" tests_sm90.log env DSMHIST_EXPECT_CLUSTER=1 python -m pytest tests -q -rs
-    run "demo" demo.log python -m torch_dsmhist
+    run "demo" bench.log python -m torch_dsmhist
     (cd tests && for tool in memcheck racecheck synccheck initcheck; do
       echo "== $tool"
       PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 3 python sanitize_tiers.py 2>&1 |
@@ -60,7 +62,7 @@ if [[ $stage == main || $stage == all ]]; then
 fi
 
 if [[ $stage == ptx || $stage == all ]]; then
-  if run "build 8.0+PTX" build_ptx80.log build "8.0+PTX"; then
+  if run "build 8.0+PTX" build.log build "8.0+PTX"; then
     run "pytest (8.0+PTX build)" tests_ptx80.log env DSMHIST_EXPECT_CLUSTER=0 python -m pytest tests -q -rs
   fi
 fi

@@ -2,6 +2,8 @@
 inputs past 2^31 elements, and the path a build takes on this device. Skipped without a GPU."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -189,6 +191,41 @@ def test_cuda_graph_capture_and_replay(gen):
         torch.cuda.synchronize()
         assert torch.equal(counts.cpu(), torch.bincount(tokens, minlength=64))
         assert torch.equal(hist.cpu(), reference_histogram(scores, 50))
+
+
+CAPTURE_ON_FIRST_CALL = """
+import sys
+import torch
+import torch_dsmhist
+tier, bins = sys.argv[1], int(sys.argv[2])
+ids = torch.zeros(1 << 16, dtype=torch.int64, device="cuda")
+scores = torch.zeros(1 << 16, dtype=torch.float16, device="cuda")
+graph = torch.cuda.CUDAGraph()
+with torch_dsmhist.force_tier(tier), torch.cuda.graph(graph):  # the op's first call in this process
+    counts = torch_dsmhist.histogram(ids, bins)
+    hist = torch_dsmhist.histogram(scores, bins)
+new_ids = torch.randint(0, bins, ids.shape, device="cuda")
+new_scores = torch.randn(scores.shape, device="cuda").half()
+ids.copy_(new_ids)
+scores.copy_(new_scores)
+graph.replay()
+torch.cuda.synchronize()
+assert torch.equal(counts, torch.bincount(new_ids, minlength=bins)), "counts"
+lo, hi = new_scores.float().min().item(), new_scores.float().max().item()
+assert torch.equal(hist, torch.histc(new_scores.float(), bins, lo, hi).long()), "data-range histogram"
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("tier, bins", [("auto", 300), ("shared", 300), ("cluster", 100003), ("global", 100003)])
+def test_cuda_graph_capture_on_the_first_call(tier, bins):
+    """Planning (kernel attributes, occupancy queries) must also work when the first call is inside a capture."""
+    if tier == "cluster" and not cluster_available():
+        pytest.skip("no cluster tier on this device / build")
+    result = subprocess.run(
+        [sys.executable, "-c", CAPTURE_ON_FIRST_CALL, tier, str(bins)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
 
 def test_runs_on_the_current_stream(gen):
