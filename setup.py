@@ -12,13 +12,31 @@ import os
 import re
 import subprocess
 
+import torch.utils.cpp_extension as cpp_extension
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
+
+
+def find_cuda_home():
+    """The CUDA toolkit to build with: the first candidate holding both nvcc and the runtime headers.
+
+    torch guesses the parent folder of the first `nvcc` on PATH, which is wrong when that nvcc is a wrapper script
+    (seen: /usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc gave CUDA_HOME=/usr/local, with no headers).
+    """
+    candidates = [cpp_extension.CUDA_HOME, os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for home in candidates:
+        if home and all(os.path.isfile(os.path.join(home, *part)) for part in (("bin", "nvcc"), ("include", "cuda_runtime_api.h"))):
+            return home
+    return None
+
+
+CUDA_HOME = find_cuda_home()
+cpp_extension.CUDA_HOME = CUDA_HOME  # torch's build helpers read it from there when they run
 
 
 def nvcc_major_version():
@@ -64,7 +82,7 @@ def extension():
         print("torch_dsmhist: building the CPU-only extension")
         return CppExtension("torch_dsmhist._C", cpu_sources, extra_compile_args={"cxx": cxx_flags})
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)
-    print(f"torch_dsmhist: building with CUDA for TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']}")
+    print(f"torch_dsmhist: building with CUDA ({CUDA_HOME}) for TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']}")
     return CUDAExtension(
         "torch_dsmhist._C",
         cpu_sources + sources("cuda", suffix=".cpp") + sources("kernels", suffix=".cu"),
