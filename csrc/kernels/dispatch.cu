@@ -19,8 +19,8 @@ namespace {
 // Bins above which the automatic plan leaves the cluster tier for global atomics. Measured on an H100 80GB HBM3
 // (benchmarks/RESULTS.md, commit 44c1cd9, 2^28 uniform int32, median ms, 2026-11-22): cluster vs global atomics =
 // 1.63 vs 3.44 at 65536 bins, 2.71 vs 3.19 at 131072, 3.42 vs 3.19 at 262144 (two earlier runs, 1cafe45 and b8c0a1e,
-// agreed within 4%). The guide's remote-atomic cluster kernel still wins at 128K bins and loses at 256K; this is the largest measured
-// count where it wins (the performance issue refines it).
+// agreed within 4%). The guide's remote-atomic cluster kernel still wins at 128K bins and loses at 256K; this is the
+// largest measured count where it wins (the performance issue refines it).
 constexpr int64_t kClusterAutoMaxBins = 131072;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
