@@ -50,11 +50,6 @@ def nvcc_major_version():
 def want_cuda() -> bool:
     setting = os.environ.get("DSMHIST_CUDA", "auto").strip().lower()
     possible = CUDA_HOME is not None and torch.version.cuda is not None
-    if possible and setting == "auto" and nvcc_major_version() != int(torch.version.cuda.split(".")[0]):
-        # torch refuses to build against a toolkit of another major version: build the CPU extension instead.
-        print(f"torch_dsmhist: nvcc's CUDA major version ({nvcc_major_version()}) differs from torch's "
-              f"({torch.version.cuda}); building CPU-only (set DSMHIST_CUDA=1 to insist)")
-        return False
     if setting in ("0", "off", "false", "no"):
         return False
     if setting in ("1", "on", "true", "yes"):
@@ -64,7 +59,15 @@ def want_cuda() -> bool:
                 f"CUDA_HOME={CUDA_HOME!r}, torch.version.cuda={torch.version.cuda!r}"
             )
         return True
-    return possible
+    if not possible:
+        return False
+    nvcc_major, torch_major = nvcc_major_version(), int(torch.version.cuda.split(".")[0])
+    if nvcc_major != torch_major:
+        # torch refuses to build against a toolkit of another major version: build the CPU extension instead.
+        print(f"torch_dsmhist: nvcc's CUDA major version ({nvcc_major}) differs from torch's "
+              f"({torch.version.cuda}); building CPU-only (set DSMHIST_CUDA=1 to insist)")
+        return False
+    return True
 
 
 def sources(*folders: str, suffix: str) -> list:

@@ -1,14 +1,26 @@
-"""Test data and an independent reference histogram written with plain torch ops (no torch_dsmhist code)."""
+"""Test data, device capacities, and a reference histogram written with plain torch ops (independent of the op)."""
 
 from typing import Optional
 
 import torch
+
+import torch_dsmhist
 
 INTEGER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 ALL_DTYPES = INTEGER_DTYPES + FLOAT_DTYPES
 WEIGHT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 DISTRIBUTIONS = ["uniform", "one_hot", "sorted", "two_edges"]
+
+
+def shared_capacity() -> int:
+    """32-bit counters one block can hold on the current CUDA device: its opt-in shared memory per block / 4."""
+    return torch.cuda.get_device_properties().shared_memory_per_block_optin // 4
+
+
+def cluster_available() -> bool:
+    """Whether the op can use the cluster tier here (an sm_90+ device and a build with sm_90 code)."""
+    return torch_dsmhist.plan(shared_capacity() + 1).tier == "cluster"
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

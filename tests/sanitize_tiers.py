@@ -8,16 +8,15 @@ Each case is checked against the reference too; the exit status is non-zero if a
 import sys
 
 import torch
-from helpers import make_index_values, make_range_values, reference_histogram
+from helpers import cluster_available, make_index_values, make_range_values, reference_histogram, shared_capacity
 
 import torch_dsmhist
 
 
 def cases(gen: torch.Generator):
-    capacity = torch.cuda.get_device_properties().shared_memory_per_block_optin // 4
-    cluster = torch_dsmhist.plan(capacity + 1).tier == "cluster"
+    capacity = shared_capacity()
     tiers = [("shared", None, 1000), ("global", None, 1000), ("global", None, 100003)]
-    if cluster:
+    if cluster_available():
         tiers += [("cluster", 2, 1000), ("cluster", 3, 100003), ("cluster", None, 262144)]
     for tier, size, bins in tiers:
         x = make_index_values(10007, bins, torch.int32, "uniform", gen).cuda()

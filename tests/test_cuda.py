@@ -8,20 +8,18 @@ import sys
 import pytest
 import torch
 from conftest import CUDA_OK, CUDA_SKIP_REASON
-from helpers import DISTRIBUTIONS, make_index_values, make_range_values, reference_histogram
+from helpers import (
+    DISTRIBUTIONS,
+    cluster_available,
+    make_index_values,
+    make_range_values,
+    reference_histogram,
+    shared_capacity,
+)
 
 import torch_dsmhist
 
 pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
-
-
-def shared_capacity() -> int:
-    """32-bit counters one block can hold: the device's opt-in shared memory per block / 4."""
-    return torch.cuda.get_device_properties().shared_memory_per_block_optin // 4
-
-
-def cluster_available() -> bool:
-    return torch_dsmhist.plan(shared_capacity() + 1).tier == "cluster"
 
 
 def max_cluster_size() -> int:
@@ -33,10 +31,6 @@ def max_cluster_size() -> int:
         except ValueError:
             continue
     return 0
-
-
-def forced(tier: str, cluster_size=None):
-    return torch_dsmhist.force_tier(tier, cluster_size)
 
 
 def tier_variants(bins: int):
@@ -60,7 +54,7 @@ def test_every_tier_gives_identical_counts(distribution, bins, gen):
     expected = reference_histogram(x, bins, out_of_range="clamp")
     results = {}
     for name, tier, size in tier_variants(bins):
-        with forced(tier, size):
+        with torch_dsmhist.force_tier(tier, size):
             results[name] = torch_dsmhist.histogram(x, bins, out_of_range="clamp").cpu()
     assert len(results) >= 2 or bins > shared_capacity() * max(1, max_cluster_size())
     for name, out in results.items():
@@ -75,7 +69,7 @@ def test_every_tier_range_mode_with_weights(tier, dtype, gen):
         pytest.skip("no cluster tier on this device / build")
     x = make_range_values(100003, -5.0, 5.0, dtype, "uniform", gen).cuda()
     w = torch.rand(100003, generator=gen, dtype=torch.float64).cuda()
-    with forced(tier, 3 if tier == "cluster" else None):
+    with torch_dsmhist.force_tier(tier, 3 if tier == "cluster" else None):
         counts = torch_dsmhist.histogram(x, bins, -5.0, 5.0)
         data_range = torch_dsmhist.histogram(x, bins) if dtype.is_floating_point else None
         weighted = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w)
@@ -116,12 +110,12 @@ def test_plan_reports_cluster_layout():
 
 def test_forced_tier_that_cannot_hold_the_bins_raises(gen):
     x = torch.zeros(10, dtype=torch.long, device="cuda")
-    with forced("shared"), pytest.raises(ValueError, match="shared"):
+    with torch_dsmhist.force_tier("shared"), pytest.raises(ValueError, match="shared"):
         torch_dsmhist.histogram(x, shared_capacity() + 1)
     if cluster_available():
-        with forced("cluster", 2), pytest.raises(ValueError, match="cluster"):
+        with torch_dsmhist.force_tier("cluster", 2), pytest.raises(ValueError, match="cluster"):
             torch_dsmhist.histogram(x, shared_capacity() * 2 + 1)
-        with forced("cluster"), pytest.raises(ValueError, match="cluster"):
+        with torch_dsmhist.force_tier("cluster"), pytest.raises(ValueError, match="cluster"):
             torch_dsmhist.histogram(x, shared_capacity() * 16 + 1)
 
 
@@ -132,7 +126,7 @@ def test_build_takes_the_expected_path():
         pytest.skip("DSMHIST_EXPECT_CLUSTER not set")
     assert cluster_available() == (expect == "1")
     if expect == "0":
-        with forced("cluster"), pytest.raises(ValueError, match="sm_90"):
+        with torch_dsmhist.force_tier("cluster"), pytest.raises(ValueError, match="sm_90"):
             torch_dsmhist.histogram(torch.zeros(4, dtype=torch.long, device="cuda"), 100003)
 
 
@@ -141,7 +135,7 @@ def test_sixteen_block_clusters(gen):
         pytest.skip("this device does not run 16-block clusters")
     bins = shared_capacity() * 15 + 7  # needs all 16 blocks; not a multiple of 16
     x = make_index_values(400009, bins, torch.int32, "uniform", gen).cuda()
-    with forced("cluster", 16):
+    with torch_dsmhist.force_tier("cluster", 16):
         assert torch_dsmhist.plan(bins).cluster_size == 16
         out = torch_dsmhist.histogram(x, bins)
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
@@ -158,7 +152,7 @@ def test_no_host_synchronisation(gen):
     torch.cuda.set_sync_debug_mode("error")
     try:
         for tier, size in variants:
-            with forced(tier, size):
+            with torch_dsmhist.force_tier(tier, size):
                 torch_dsmhist.histogram(x, 5000)
                 torch_dsmhist.histogram(f, 5000)  # range found on the device
                 torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w, out_of_range="clamp")
@@ -269,7 +263,7 @@ def test_more_than_2_pow_31_elements():
     expected = torch.full((251,), n // 251, dtype=torch.long)
     expected[: n % 251] += 1
     for tier in ("auto", "global"):
-        with forced(tier):
+        with torch_dsmhist.force_tier(tier):
             assert torch.equal(torch_dsmhist.histogram(x, 251).cpu(), expected), tier
     strided = x[1::2]  # non-contiguous, > 2^30 elements at odd offsets
     ref = torch.zeros(251, dtype=torch.long)

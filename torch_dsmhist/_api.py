@@ -1,6 +1,7 @@
 """The Python API over torch.ops.dsmhist."""
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
@@ -101,7 +102,7 @@ def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) 
         lo, hi = torch.stack(torch.aminmax(input)).double().tolist()
     if lo == hi:
         lo, hi = lo - 1.0, hi + 1.0
-    if not (torch.isfinite(torch.tensor(lo)) and torch.isfinite(torch.tensor(hi))):
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
     if not lo < hi:
         raise RuntimeError("torch.histc: max must be larger than min")
