@@ -1,5 +1,6 @@
 #include "histogram_args.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -23,17 +24,17 @@ bool is_floating(InputType type) {
 
 // min < max and (max - min) finite in the precision the bins are computed in, so no bin width is 0 or inf.
 template <typename C>
-void check_range_in(double min, double max) {
+void check_range_in(const char* op, double min, double max) {
   const C lo = static_cast<C>(min), hi = static_cast<C>(max);
-  TORCH_CHECK_VALUE(lo < hi, "dsmhist.histogram: min (", min, ") must be less than max (", max,
+  TORCH_CHECK_VALUE(lo < hi, op, ": min (", min, ") must be less than max (", max,
                     ") in the precision the input is binned in");
-  TORCH_CHECK_VALUE(std::isfinite(lo) && std::isfinite(hi) && std::isfinite(hi - lo), "dsmhist.histogram: the range [",
+  TORCH_CHECK_VALUE(std::isfinite(lo) && std::isfinite(hi) && std::isfinite(hi - lo), op, ": the range [",
                     min, ", ", max, "] is not finite in the precision the input is binned in");
 }
 
 }  // namespace
 
-InputType input_type_of(at::ScalarType dtype, const char* argument) {
+InputType input_type_of(at::ScalarType dtype, const char* argument, const char* op) {
   switch (dtype) {
     case at::kByte:
       return InputType::kUInt8;
@@ -54,44 +55,45 @@ InputType input_type_of(at::ScalarType dtype, const char* argument) {
     case at::kDouble:
       return InputType::kFloat64;
     default:
-      TORCH_CHECK_VALUE(false, "dsmhist.histogram: ", argument, " has dtype ", dtype, "; allowed dtypes are ",
+      TORCH_CHECK_VALUE(false, op, ": ", argument, " has dtype ", dtype, "; allowed dtypes are ",
                         kInputDtypes);
   }
 }
 
-AccKind acc_kind_for(std::optional<at::ScalarType> weight_dtype) {
+AccKind acc_kind_for(std::optional<at::ScalarType> weight_dtype, at::ScalarType output_dtype) {
   if (!weight_dtype.has_value()) return AccKind::kCount;
-  return *weight_dtype == at::kDouble ? AccKind::kDouble : AccKind::kFloat;
+  if (at::globalContext().deterministicAlgorithms()) return AccKind::kFixed;
+  return output_dtype == at::kDouble ? AccKind::kDouble : AccKind::kFloat;
 }
 
-HistogramArgs check_histogram_args(const at::Tensor& input, int64_t bins, std::optional<double> min,
+HistogramArgs check_histogram_args(const char* op, const at::Tensor& input, int64_t bins, std::optional<double> min,
                                    std::optional<double> max, const std::optional<at::Tensor>& weight,
                                    c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
   HistogramArgs args;
-  TORCH_CHECK_VALUE(input.defined(), "dsmhist.histogram: input must be a tensor");
-  args.input_type = input_type_of(input.scalar_type(), "input");
-  TORCH_CHECK_VALUE(bins > 0, "dsmhist.histogram: bins must be > 0, got ", bins);
+  TORCH_CHECK_VALUE(input.defined(), op, ": input must be a tensor");
+  args.input_type = input_type_of(input.scalar_type(), "input", op);
+  TORCH_CHECK_VALUE(bins > 0, op, ": bins must be > 0, got ", bins);
 
   if (out_of_range == "ignore") {
     args.clamp = false;
   } else if (out_of_range == "clamp") {
     args.clamp = true;
   } else {
-    TORCH_CHECK_VALUE(false, "dsmhist.histogram: out_of_range must be \"ignore\" or \"clamp\", got \"",
+    TORCH_CHECK_VALUE(false, op, ": out_of_range must be \"ignore\" or \"clamp\", got \"",
                       std::string(out_of_range), "\"");
   }
 
   TORCH_CHECK_VALUE(min.has_value() == max.has_value(),
-                    "dsmhist.histogram: give both min and max, or neither (got only ", min.has_value() ? "min" : "max",
+                    op, ": give both min and max, or neither (got only ", min.has_value() ? "min" : "max",
                     ")");
   if (min.has_value()) {
-    TORCH_CHECK_VALUE(std::isfinite(*min) && std::isfinite(*max), "dsmhist.histogram: min and max must be finite, got [",
+    TORCH_CHECK_VALUE(std::isfinite(*min) && std::isfinite(*max), op, ": min and max must be finite, got [",
                       *min, ", ", *max, "]");
-    TORCH_CHECK_VALUE(*min < *max, "dsmhist.histogram: min (", *min, ") must be less than max (", *max, ")");
+    TORCH_CHECK_VALUE(*min < *max, op, ": min (", *min, ") must be less than max (", *max, ")");
     if (computes_in_double(args.input_type)) {
-      check_range_in<double>(*min, *max);
+      check_range_in<double>(op, *min, *max);
     } else {
-      check_range_in<float>(*min, *max);
+      check_range_in<float>(op, *min, *max);
     }
     args.mode = BinMode::kRange;
     args.lo = *min;
@@ -107,30 +109,65 @@ HistogramArgs check_histogram_args(const at::Tensor& input, int64_t bins, std::o
     const at::Tensor& w = *weight;
     const at::ScalarType wt = w.scalar_type();
     TORCH_CHECK_VALUE(wt == at::kHalf || wt == at::kBFloat16 || wt == at::kFloat || wt == at::kDouble,
-                      "dsmhist.histogram: weight must be floating (float16, bfloat16, float32, float64), got ", wt);
-    TORCH_CHECK_VALUE(w.sizes() == input.sizes(), "dsmhist.histogram: weight must have the shape of input ",
+                      op, ": weight must be floating (float16, bfloat16, float32, float64), got ", wt);
+    TORCH_CHECK_VALUE(w.sizes() == input.sizes(), op, ": weight must have the shape of input ",
                       input.sizes(), ", got ", w.sizes());
-    TORCH_CHECK_VALUE(w.device() == input.device(), "dsmhist.histogram: weight is on ", w.device(),
+    TORCH_CHECK_VALUE(w.device() == input.device(), op, ": weight is on ", w.device(),
                       " but input is on ", input.device(), "; both must be on the same device");
     args.weight_type = wt == at::kHalf       ? WeightType::kFloat16
                        : wt == at::kBFloat16 ? WeightType::kBFloat16
                        : wt == at::kFloat    ? WeightType::kFloat32
                                              : WeightType::kFloat64;
-    args.acc = acc_kind_for(wt);
     args.output_dtype = wt == at::kDouble ? at::kDouble : at::kFloat;
+    args.acc = acc_kind_for(wt, args.output_dtype);
     args.output_type = wt == at::kDouble ? OutputType::kFloat64 : OutputType::kFloat32;
     TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == args.output_dtype,
-                      "dsmhist.histogram: with weight the output dtype is ", args.output_dtype,
+                      op, ": with weight the output dtype is ", args.output_dtype,
                       " (float32 for float16/bfloat16/float32 weights, float64 for float64); dtype must be None or ",
                       args.output_dtype, ", got ", *dtype);
   } else {
     const at::ScalarType out = dtype.value_or(at::kLong);
     TORCH_CHECK_VALUE(out == at::kLong || out == at::kInt,
-                      "dsmhist.histogram: dtype (the count dtype) must be torch.int64 or torch.int32, got ", out);
+                      op, ": dtype (the count dtype) must be torch.int64 or torch.int32, got ", out);
     args.acc = AccKind::kCount;
     args.output_dtype = out;
     args.output_type = out == at::kLong ? OutputType::kInt64 : OutputType::kInt32;
   }
+  return args;
+}
+
+HistogramArgs check_histogram_add_args(const at::Tensor& hist, const at::Tensor& input, std::optional<double> min,
+                                       std::optional<double> max, const std::optional<at::Tensor>& weight,
+                                       c10::string_view out_of_range) {
+  const char* op = "dsmhist.histogram_add_";
+  TORCH_CHECK_VALUE(hist.defined() && hist.dim() == 1 && hist.numel() > 0, op,
+                    ": hist must be a non-empty 1-D tensor (the histogram to add into), got shape ",
+                    hist.defined() ? hist.sizes() : at::IntArrayRef{});
+  TORCH_CHECK_VALUE(hist.device() == input.device(), op, ": hist is on ", hist.device(), " but input is on ",
+                    input.device(), "; both must be on the same device");
+  const bool weighted = weight.has_value() && weight->defined();
+  const at::ScalarType ht = hist.scalar_type();
+  if (weighted) {
+    TORCH_CHECK_VALUE(ht == at::kFloat || ht == at::kDouble, op,
+                      ": with weight, hist must be float32 or float64 (the sums accumulate in its dtype), got ", ht);
+  } else {
+    TORCH_CHECK_VALUE(ht == at::kLong || ht == at::kInt, op,
+                      ": without weight, hist must hold counts as int64 or int32, got ", ht);
+  }
+  // Weighted: any floating weight adds into a float32 or float64 hist; check with the dtype the weight implies, then
+  // take hist's.
+  HistogramArgs args = check_histogram_args(op, input, hist.numel(), min, max, weight, out_of_range,
+                                            weighted ? std::nullopt : std::optional<at::ScalarType>(ht));
+  TORCH_CHECK_VALUE(!args.data_range, op, ": floating input needs min and max (a range taken from each call's data "
+                    "would give different bins from call to call)");
+  if (weighted) {
+    args.output_dtype = ht;
+    args.output_type = ht == at::kDouble ? OutputType::kFloat64 : OutputType::kFloat32;
+    args.acc = acc_kind_for(weight->scalar_type(), ht);
+  }
+  at::assert_no_internal_overlap(hist);
+  at::assert_no_overlap(hist, input);
+  if (weighted) at::assert_no_overlap(hist, *weight);
   return args;
 }
 
@@ -140,10 +177,11 @@ struct Dim {
   int64_t size, input_stride, weight_stride;
 };
 
-// Drops size-1 dims and merges neighbours that are contiguous with each other in both input and weight.
-std::vector<Dim> collapse_dims(const at::Tensor& input, const at::Tensor* weight) {
+// Dims [0, end) of input (and weight) with size-1 dims dropped and neighbours that are contiguous with each other in
+// both merged.
+std::vector<Dim> collapse_dims(const at::Tensor& input, const at::Tensor* weight, int64_t end) {
   std::vector<Dim> dims;
-  for (int64_t d = 0; d < input.dim(); ++d) {
+  for (int64_t d = 0; d < end; ++d) {
     if (input.size(d) == 1) continue;
     const Dim inner{input.size(d), input.stride(d), weight ? weight->stride(d) : input.stride(d)};
     if (!dims.empty()) {
@@ -159,16 +197,45 @@ std::vector<Dim> collapse_dims(const at::Tensor& input, const at::Tensor* weight
   return dims;
 }
 
+// Rows of the input: for one histogram, the last collapsed dim is the row and the others are row dims; for one
+// histogram per row, the input's last dim is the row and the dims before it are row dims.
+struct RowShape {
+  std::vector<Dim> row_dims;
+  Dim inner{1, 1, 1};
+};
+
+RowShape row_shape(const at::Tensor& input, const at::Tensor* weight, bool batched) {
+  RowShape shape;
+  if (batched) {
+    const int64_t last = input.dim() - 1;
+    shape.row_dims = collapse_dims(input, weight, last);
+    if (input.size(last) > 1) {
+      shape.inner = Dim{input.size(last), input.stride(last), weight ? weight->stride(last) : input.stride(last)};
+    } else {
+      shape.inner = Dim{input.size(last), 1, 1};
+    }
+    return shape;
+  }
+  shape.row_dims = collapse_dims(input, weight, input.dim());
+  if (!shape.row_dims.empty()) {
+    shape.inner = shape.row_dims.back();
+    shape.row_dims.pop_back();
+  } else {
+    shape.inner = Dim{input.numel(), 1, 1};  // a single element (or none)
+  }
+  return shape;
+}
+
 }  // namespace
 
 HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::optional<at::Tensor>& weight,
-                            int64_t bins, at::Tensor& output) {
+                            int64_t bins, at::Tensor& output, bool batched, bool accumulate) {
   const bool weighted = weight.has_value() && weight->defined();
-  std::vector<Dim> dims = collapse_dims(input, weighted ? &*weight : nullptr);
-  if (static_cast<int>(dims.size()) > kMaxDims) {
+  RowShape shape = row_shape(input, weighted ? &*weight : nullptr, batched);
+  if (static_cast<int>(shape.row_dims.size()) > kMaxDims) {
     input = input.contiguous();
     if (weighted) weight = weight->contiguous();
-    dims = collapse_dims(input, weighted ? &*weight : nullptr);
+    shape = row_shape(input, weighted ? &*weight : nullptr, batched);
   }
   HistogramParams p;
   p.input = input.const_data_ptr();
@@ -183,14 +250,34 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
   p.clamp = args.clamp;
   p.lo = args.lo;
   p.hi = args.hi;
-  p.contiguous = dims.empty() || (dims.size() == 1 && dims[0].input_stride == 1 && dims[0].weight_stride == 1);
-  p.layout.ndim = static_cast<int32_t>(dims.size());
-  for (size_t d = 0; d < dims.size(); ++d) {
-    p.layout.sizes[d] = dims[d].size;
-    p.layout.input_strides[d] = dims[d].input_stride;
-    p.layout.weight_strides[d] = dims[d].weight_stride;
+  p.row_length = shape.inner.size;
+  p.inner_input_stride = shape.inner.input_stride;
+  p.inner_weight_stride = shape.inner.weight_stride;
+  p.rows = 1;
+  p.layout.ndim = static_cast<int32_t>(shape.row_dims.size());
+  for (size_t d = 0; d < shape.row_dims.size(); ++d) {
+    p.rows *= shape.row_dims[d].size;
+    p.layout.sizes[d] = shape.row_dims[d].size;
+    p.layout.input_strides[d] = shape.row_dims[d].input_stride;
+    p.layout.weight_strides[d] = shape.row_dims[d].weight_stride;
   }
+  if (batched) {
+    // Leading dims of size 0 leave no rows (row_dims drops only size-1 dims, so their product is the row count).
+    for (int64_t d = 0; d + 1 < input.dim(); ++d) {
+      if (input.size(d) == 0) p.rows = 0;
+    }
+  }
+  p.output_row_stride = batched ? bins : 0;
+  p.accumulate = accumulate;
   return p;
+}
+
+std::vector<int64_t> batched_output_shape(const char* op, const at::Tensor& input, int64_t bins) {
+  TORCH_CHECK_VALUE(input.dim() >= 1, op, ": input must have at least 1 dim ([..., N]: one histogram per leading "
+                    "index), got a 0-d tensor");
+  std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end() - 1);
+  shape.push_back(bins);
+  return shape;
 }
 
 TierOverride& tier_override() {

@@ -39,7 +39,7 @@ std::tuple<std::string, int64_t> get_tier_override() {
 std::vector<int64_t> plan_op(int64_t bins, c10::Device device, at::ScalarType input_dtype,
                              std::optional<at::ScalarType> weight_dtype) {
   TORCH_CHECK_VALUE(bins > 0, "dsmhist.plan: bins must be > 0, got ", bins);
-  input_type_of(input_dtype, "dtype");
+  input_type_of(input_dtype, "dtype", "dsmhist.plan");
   TORCH_CHECK_VALUE(!weight_dtype.has_value() || at::isFloatingType(*weight_dtype),
                     "dsmhist.plan: weight_dtype must be floating, got ", *weight_dtype);
   if (device.is_cpu()) return {0, 0, 0, 0, 0};
@@ -64,6 +64,14 @@ bool built_with_cuda() {
 TORCH_LIBRARY(dsmhist, m) {
   m.def(
       "histogram(Tensor input, int bins, float? min=None, float? max=None, Tensor? weight=None, "
+      "str out_of_range=\"ignore\", ScalarType? dtype=None) -> Tensor");
+  // Mutates hist and returns nothing: torch.compile cannot functionalize custom ops whose outputs alias an input.
+  // (torch_dsmhist.histogram_add_ returns hist.)
+  m.def(
+      "histogram_add_(Tensor(a!) hist, Tensor input, float? min=None, float? max=None, Tensor? weight=None, "
+      "str out_of_range=\"ignore\") -> ()");
+  m.def(
+      "batched_histogram(Tensor input, int bins, float? min=None, float? max=None, Tensor? weight=None, "
       "str out_of_range=\"ignore\", ScalarType? dtype=None) -> Tensor");
   // Introspection and test hooks (not part of the public contract; the Python package wraps them).
   m.def("_plan(int bins, Device device, ScalarType dtype, ScalarType? weight_dtype=None) -> int[]", &plan_op);

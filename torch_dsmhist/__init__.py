@@ -4,6 +4,8 @@ shared memory, with CPU and pre-Hopper fallbacks.
 The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a typed Python API:
 
 * :func:`histogram` — the op, with docstring and type hints;
+* :func:`histogram_add_` — add into an existing histogram (running histograms over a dataset);
+* :func:`batched_histogram` — one histogram per row of ``[..., N]``;
 * :func:`bincount`, :func:`histc` — drop-ins returning what ``torch.bincount`` / ``torch.histc`` return;
 * :func:`plan` — the strategy the op would use on a device; :func:`force_tier` — force one (tests, benchmarks).
 """
@@ -12,7 +14,27 @@ import torch  # noqa: F401  (loads libtorch, which _C links against)
 
 from . import _C  # noqa: F401  (loading the extension registers torch.ops.dsmhist.*)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
-from ._api import Plan, bincount, built_with_cuda, force_tier, histc, histogram, plan
+from ._api import (
+    Plan,
+    batched_histogram,
+    bincount,
+    built_with_cuda,
+    force_tier,
+    histc,
+    histogram,
+    histogram_add_,
+    plan,
+)
 
-__all__ = ["histogram", "bincount", "histc", "plan", "Plan", "force_tier", "built_with_cuda"]
+__all__ = [
+    "histogram",
+    "histogram_add_",
+    "batched_histogram",
+    "bincount",
+    "histc",
+    "plan",
+    "Plan",
+    "force_tier",
+    "built_with_cuda",
+]
 __version__ = "0.1.0"

@@ -7,7 +7,17 @@ from typing import Iterator, Optional, Union
 
 import torch
 
-__all__ = ["histogram", "bincount", "histc", "plan", "Plan", "force_tier", "built_with_cuda"]
+__all__ = [
+    "histogram",
+    "histogram_add_",
+    "batched_histogram",
+    "bincount",
+    "histc",
+    "plan",
+    "Plan",
+    "force_tier",
+    "built_with_cuda",
+]
 
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _TIER_NAMES = {0: "auto", 1: "shared", 2: "cluster", 3: "global"}
@@ -21,6 +31,9 @@ def histogram(
     weight: Optional[torch.Tensor] = None,
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
+    *,
+    out: Optional[torch.Tensor] = None,
+    accumulate: bool = False,
 ) -> torch.Tensor:
     """Count the values of ``input`` into ``bins`` bins; returns a 1-D tensor ``[bins]`` on ``input``'s device.
 
@@ -38,14 +51,18 @@ def histogram(
         out_of_range: ``"ignore"`` drops values outside the bins (torch.histc, numpy); ``"clamp"`` counts them in
             the first / last bin. NaN is always dropped.
         dtype: count dtype without weights: ``torch.int64`` (default) or ``torch.int32`` (wraps modulo 2**32).
+        out: optional 1-D tensor ``[bins]`` to write the histogram into (and return). Its dtype is the count or sum
+            dtype: int64/int32 without weights, float32/float64 with them.
+        accumulate: with ``out``, add to its values instead of replacing them (see :func:`histogram_add_`).
 
     Bins are computed as ``(x - min) * bins / (max - min)`` truncated, in float32 for 8/16-bit integer and
     16/32-bit float input and in float64 for int32, int64 and float64 input: the arithmetic of ``torch.histc``.
 
     On CUDA the call runs on the current stream, never synchronises with the host and allocates only the output
     (plus 16 bytes when the range comes from the data), so it can be captured in CUDA graphs and compiled with
-    ``torch.compile(fullgraph=True)``. Integer counts are exact and deterministic; weighted sums on CUDA use
-    floating-point atomics and raise under ``torch.use_deterministic_algorithms(True)``.
+    ``torch.compile(fullgraph=True)``. Integer counts are exact and deterministic. Weighted sums on CUDA use
+    floating-point atomics (the rounding varies run to run) unless ``torch.use_deterministic_algorithms(True)`` is
+    on: then they take the deterministic fixed-point path (bitwise identical run to run; see the README).
 
     Raises:
         ValueError: a bad argument; the message names it and the allowed values.
@@ -54,7 +71,83 @@ def histogram(
         >>> torch_dsmhist.histogram(torch.tensor([0, 1, 1, 3]), bins=4)
         tensor([1, 2, 0, 1])
     """
-    return torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
+    if out is None:
+        if accumulate:
+            raise ValueError("torch_dsmhist.histogram: accumulate=True needs out= (the histogram to add into)")
+        return torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
+    if tuple(out.shape) != (bins,):
+        raise ValueError(f"torch_dsmhist.histogram: out must have shape ({bins},), got {tuple(out.shape)}")
+    if dtype is not None and out.dtype != dtype:
+        raise ValueError(f"torch_dsmhist.histogram: out has dtype {out.dtype} but dtype={dtype} was given")
+    if not accumulate:
+        out.zero_()
+    torch.ops.dsmhist.histogram_add_(out, input, min, max, weight, out_of_range)
+    return out
+
+
+def histogram_add_(
+    hist: torch.Tensor,
+    input: torch.Tensor,
+    min: Optional[float] = None,
+    max: Optional[float] = None,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+) -> torch.Tensor:
+    """Add the histogram of ``input`` into ``hist`` in place and return ``hist``: a running histogram.
+
+    ``hist`` is a 1-D tensor ``[bins]`` on ``input``'s device and decides the bin count and the dtype the counts
+    accumulate in: int64 or int32 without ``weight`` (int32 wraps modulo 2**32), float32 or float64 with it (every
+    floating weight dtype may add into either). Nothing is zeroed and, on CUDA, nothing synchronises with the host,
+    so a loop over a dataset's batches runs asynchronously and can be captured in a CUDA graph.
+
+    The other arguments mean what they mean for :func:`histogram`, with one restriction: floating input needs
+    ``min`` and ``max``, since a range taken from each batch's data would give different bins in every call.
+
+    Raises:
+        ValueError: a bad argument (hist's shape, dtype or device, a missing range, ...), named in the message.
+
+    Example:
+        >>> hist = torch.zeros(4, dtype=torch.int64)
+        >>> for batch in (torch.tensor([0, 1]), torch.tensor([1, 3])):
+        ...     torch_dsmhist.histogram_add_(hist, batch)
+        >>> hist
+        tensor([1, 2, 0, 1])
+
+    The registered op ``torch.ops.dsmhist.histogram_add_`` returns nothing (torch.compile cannot functionalize custom
+    ops whose output aliases an input); this function returns ``hist``.
+    """
+    torch.ops.dsmhist.histogram_add_(hist, input, min, max, weight, out_of_range)
+    return hist
+
+
+def batched_histogram(
+    input: torch.Tensor,
+    bins: int,
+    min: Optional[float] = None,
+    max: Optional[float] = None,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """One histogram per row: ``input`` ``[..., N]`` gives ``[..., bins]``, row ``i`` the histogram of ``input[i]``.
+
+    Binning, weights, ``out_of_range`` and ``dtype`` mean what they mean for :func:`histogram`. Without ``min`` /
+    ``max``, floating input takes one range from the finite min and max of the whole input (found on the device), so
+    every row shares the same bin edges. ``weight`` has ``input``'s shape. Any strides are read in place.
+
+    On CUDA it runs as one launch: many short rows are counted by many small blocks at once (each row by one block,
+    written without atomics), a few long rows are split across the GPU (the cluster tier per row for bin counts past
+    one block's shared memory). Same stream, synchronisation and determinism rules as :func:`histogram`.
+
+    Raises:
+        ValueError: a bad argument (including a 0-d input), named in the message.
+
+    Example:
+        >>> torch_dsmhist.batched_histogram(torch.tensor([[0, 1, 1], [2, 2, 2]]), bins=3)
+        tensor([[1, 2, 0],
+                [0, 0, 3]])
+    """
+    return torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
 
 
 def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlength: int = 0) -> torch.Tensor:

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -20,34 +21,22 @@ constexpr int64_t kMinElementsPerChunk = int64_t(1) << 16;
 // Upper bound on the memory of all private histograms together.
 constexpr int64_t kPrivateHistogramBudgetBytes = int64_t(256) << 20;
 
-// Calls visit(value, weight_offset) for elements [begin, end) in row-major order.
+// Calls visit(value, weight_offset, row) for elements [begin, end) of the flattened (row, element) index space.
 template <typename T, typename Visit>
 void for_each_element(const HistogramParams& p, int64_t begin, int64_t end, Visit&& visit) {
   const T* input = static_cast<const T*>(p.input);
-  if (p.contiguous) {
-    for (int64_t i = begin; i < end; ++i) visit(input[i], i);
-    return;
-  }
-  const StridedLayout& layout = p.layout;
-  const int ndim = layout.ndim;
-  int64_t index[kMaxDims];
-  int64_t rest = begin;
-  for (int d = ndim - 1; d >= 0; --d) {
-    index[d] = rest % layout.sizes[d];
-    rest /= layout.sizes[d];
-  }
-  int64_t in_off, w_off;
-  layout.offsets(begin, &in_off, &w_off);
-  for (int64_t i = begin; i < end; ++i) {
-    visit(input[in_off], w_off);
-    for (int d = ndim - 1; d >= 0; --d) {  // odometer step to the next element
-      in_off += layout.input_strides[d];
-      w_off += layout.weight_strides[d];
-      if (++index[d] < layout.sizes[d]) break;
-      in_off -= layout.input_strides[d] * layout.sizes[d];
-      w_off -= layout.weight_strides[d] * layout.sizes[d];
-      index[d] = 0;
+  const int64_t length = p.row_length;
+  int64_t row = begin / length, i = begin % length;
+  while (begin < end) {
+    int64_t row_input = 0, row_weight = 0;
+    if (p.layout.ndim > 0) p.layout.offsets(row, &row_input, &row_weight);
+    const int64_t stop = std::min(length, i + (end - begin));
+    begin += stop - i;
+    for (; i < stop; ++i) {
+      visit(input[row_input + i * p.inner_input_stride], row_weight + i * p.inner_weight_stride, row);
     }
+    ++row;
+    i = 0;
   }
 }
 
@@ -61,7 +50,7 @@ void data_range(const HistogramParams& p, double* lo, double* hi) {
   const MinMax total = at::parallel_reduce(
       0, p.numel, kMinElementsPerChunk, MinMax{},
       [&](int64_t begin, int64_t end, MinMax acc) {
-        for_each_element<T>(p, begin, end, [&](T value, int64_t) {
+        for_each_element<T>(p, begin, end, [&](T value, int64_t, int64_t) {
           const auto x = to_compute(value);
           if (!is_finite_value(x)) return;
           const double d = static_cast<double>(x);
@@ -79,10 +68,35 @@ void data_range(const HistogramParams& p, double* lo, double* hi) {
   finalize_data_range(total.any, total.lo, total.hi, lo, hi);
 }
 
-// Acc: int64_t for counts, double for weight sums (accumulated in double, rounded once to the output dtype).
+// Adds (or, unless p.accumulate, writes) a finished bin. Counts into int32 wrap modulo 2^32, as the CUDA atomics
+// do; weight sums were accumulated in double and are rounded once.
+template <typename Out, typename Acc>
+void write_bin(const HistogramParams& p, Out* out, Acc sum) {
+  if constexpr (std::is_same<Out, int32_t>::value) {
+    const uint32_t previous = p.accumulate ? static_cast<uint32_t>(*out) : 0u;
+    *out = static_cast<int32_t>(previous + static_cast<uint32_t>(sum));
+  } else if constexpr (std::is_same<Out, int64_t>::value) {
+    *out = (p.accumulate ? *out : 0) + sum;
+  } else {
+    *out = static_cast<Out>((p.accumulate ? static_cast<double>(*out) : 0.0) + sum);
+  }
+}
+
+template <typename T, typename Acc>
+void add_element(const HistogramParams& p, const Binner<T>& binner, Acc* hist, T value, int64_t weight_offset) {
+  const int64_t bin = binner(value);
+  if (bin < 0) return;
+  if constexpr (std::is_integral<Acc>::value) {
+    hist[bin] += 1;
+  } else {
+    hist[bin] += load_weight<Acc>(p.weight, p.weight_type, weight_offset);
+  }
+}
+
+// One histogram of every element. Acc: int64_t for counts, double for weight sums.
 template <typename T, typename Acc, typename Out>
-void accumulate(const HistogramParams& p, Out* out) {
-  const int64_t n = p.numel, bins = p.bins;
+void accumulate_one(const HistogramParams& p, Out* out) {
+  const int64_t n = p.rows * p.row_length, bins = p.bins;
   int64_t chunks = std::min<int64_t>(at::get_num_threads(), (n + kMinElementsPerChunk - 1) / kMinElementsPerChunk);
   chunks = std::min<int64_t>(chunks, kPrivateHistogramBudgetBytes / (bins * int64_t(sizeof(Acc))));
   chunks = std::max<int64_t>(chunks, 1);
@@ -91,32 +105,55 @@ void accumulate(const HistogramParams& p, Out* out) {
   at::parallel_for(0, chunks, 1, [&](int64_t first_chunk, int64_t end_chunk) {
     for (int64_t c = first_chunk; c < end_chunk; ++c) {
       Acc* hist = private_bins.data() + c * bins;
-      for_each_element<T>(p, n * c / chunks, n * (c + 1) / chunks, [&](T value, int64_t weight_offset) {
-        const int64_t bin = binner(value);
-        if (bin < 0) return;
-        if constexpr (std::is_integral<Acc>::value) {
-          hist[bin] += 1;
-        } else {
-          hist[bin] += load_weight<Acc>(p.weight, p.weight_type, weight_offset);
-        }
+      for_each_element<T>(p, n * c / chunks, n * (c + 1) / chunks, [&](T value, int64_t weight_offset, int64_t) {
+        add_element(p, binner, hist, value, weight_offset);
       });
     }
   });
+  // Merged in chunk order, so the result does not depend on thread scheduling.
   at::parallel_for(0, bins, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       Acc sum = 0;
       for (int64_t c = 0; c < chunks; ++c) sum += private_bins[c * bins + b];
-      if constexpr (std::is_same<Out, int32_t>::value) {
-        out[b] = static_cast<int32_t>(static_cast<uint32_t>(sum));  // wraps modulo 2^32, as the CUDA atomics do
-      } else {
-        out[b] = static_cast<Out>(sum);
-      }
+      write_bin(p, out + b, sum);
     }
   });
 }
 
+// One histogram per row, each row counted by one thread in order.
+template <typename T, typename Acc, typename Out>
+void accumulate_rows(const HistogramParams& p, Out* out) {
+  const Binner<T> binner(p);
+  const int64_t grain = std::max<int64_t>(1, kMinElementsPerChunk / std::max<int64_t>(p.row_length, 1));
+  at::parallel_for(0, p.rows, grain, [&](int64_t first_row, int64_t end_row) {
+    std::vector<Acc> hist(static_cast<size_t>(p.bins));
+    for (int64_t row = first_row; row < end_row; ++row) {
+      std::fill(hist.begin(), hist.end(), Acc(0));
+      for_each_element<T>(p, row * p.row_length, (row + 1) * p.row_length,
+                          [&](T value, int64_t weight_offset, int64_t) {
+                            add_element(p, binner, hist.data(), value, weight_offset);
+                          });
+      Out* out_row = out + row * p.output_row_stride;
+      for (int64_t b = 0; b < p.bins; ++b) write_bin(p, out_row + b, hist[b]);
+    }
+  });
+}
+
+template <typename T, typename Acc, typename Out>
+void accumulate(const HistogramParams& p, Out* out) {
+  if (p.output_row_stride == 0) {
+    accumulate_one<T, Acc>(p, out);
+  } else {
+    accumulate_rows<T, Acc>(p, out);
+  }
+}
+
 template <typename T>
 void histogram_typed(HistogramParams& p, const HistogramArgs& args) {
+  if (p.rows == 0 || p.row_length == 0) {  // nothing to count: zeros, or hist unchanged
+    if (!p.accumulate) std::memset(p.output, 0, static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type)));
+    return;
+  }
   if (args.data_range) data_range<T>(p, &p.lo, &p.hi);
   switch (p.output_type) {
     case OutputType::kInt32:
@@ -130,21 +167,61 @@ void histogram_typed(HistogramParams& p, const HistogramArgs& args) {
   }
 }
 
+void run(const HistogramArgs& args, HistogramParams& p) {
+  visit_input_type(args.input_type, [&](auto tag) { histogram_typed<typename decltype(tag)::type>(p, args); });
+}
+
+void check_cpu(const char* op, const at::Tensor& input) {
+  TORCH_CHECK(input.device().is_cpu(), op, " (CPU): input must be on the CPU, got ", input.device());
+}
+
 }  // namespace
 
 at::Tensor histogram_cpu(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                          const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                          std::optional<at::ScalarType> dtype) {
-  const HistogramArgs args = check_histogram_args(input, bins, min, max, weight, out_of_range, dtype);
-  TORCH_CHECK(input.device().is_cpu(), "dsmhist.histogram (CPU): input must be on the CPU, got ", input.device());
+  const HistogramArgs args =
+      check_histogram_args("dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype);
+  check_cpu("dsmhist.histogram", input);
   at::Tensor in = input;
   std::optional<at::Tensor> w = weight;
   at::Tensor output = at::empty({bins}, input.options().dtype(args.output_dtype));
-  HistogramParams p = make_params(args, in, w, bins, output);
-  visit_input_type(args.input_type, [&](auto tag) { histogram_typed<typename decltype(tag)::type>(p, args); });
+  HistogramParams p = make_params(args, in, w, bins, output, /*batched=*/false, /*accumulate=*/false);
+  run(args, p);
   return output;
 }
 
-TORCH_LIBRARY_IMPL(dsmhist, CPU, m) { m.impl("histogram", &histogram_cpu); }
+void histogram_add_cpu(at::Tensor& hist, const at::Tensor& input, std::optional<double> min,
+                              std::optional<double> max, const std::optional<at::Tensor>& weight,
+                              c10::string_view out_of_range) {
+  const HistogramArgs args = check_histogram_add_args(hist, input, min, max, weight, out_of_range);
+  check_cpu("dsmhist.histogram_add_", input);
+  add_into_contiguous(hist, [&](at::Tensor& dense) {
+    at::Tensor in = input;
+    std::optional<at::Tensor> w = weight;
+    HistogramParams p = make_params(args, in, w, dense.numel(), dense, /*batched=*/false, /*accumulate=*/true);
+    run(args, p);
+  });
+}
+
+at::Tensor batched_histogram_cpu(const at::Tensor& input, int64_t bins, std::optional<double> min,
+                                 std::optional<double> max, const std::optional<at::Tensor>& weight,
+                                 c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
+  const char* op = "dsmhist.batched_histogram";
+  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
+  check_cpu(op, input);
+  at::Tensor output = at::empty(batched_output_shape(op, input, bins), input.options().dtype(args.output_dtype));
+  at::Tensor in = input;
+  std::optional<at::Tensor> w = weight;
+  HistogramParams p = make_params(args, in, w, bins, output, /*batched=*/true, /*accumulate=*/false);
+  run(args, p);
+  return output;
+}
+
+TORCH_LIBRARY_IMPL(dsmhist, CPU, m) {
+  m.impl("histogram", &histogram_cpu);
+  m.impl("histogram_add_", &histogram_add_cpu);
+  m.impl("batched_histogram", &batched_histogram_cpu);
+}
 
 }  // namespace dsmhist

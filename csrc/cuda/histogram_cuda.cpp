@@ -1,4 +1,4 @@
-// CUDA implementation of dsmhist.histogram: checks the arguments, plans the tier, allocates the output and calls the
+// CUDA implementation of the dsmhist ops: checks the arguments, plans the tier, allocates the output and calls the
 // kernel launcher on the current stream of the input's device. Nothing here synchronises with the host.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -26,16 +26,43 @@ PlanRequest make_request(int device, int64_t bins, InputType input_type, AccKind
   return request;
 }
 
-HistogramPlan plan_or_throw(const PlanRequest& request) {
+HistogramPlan plan_or_throw(const char* op, const PlanRequest& request) {
   HistogramPlan plan;
   cudaError_t cuda_error = cudaSuccess;
   const PlanStatus status = make_plan(request, &plan, &cuda_error);
   if (status == PlanStatus::kCudaError) C10_CUDA_CHECK(cuda_error);
-  TORCH_CHECK_VALUE(status == PlanStatus::kOk, "dsmhist.histogram: ", plan_status_message(status),
+  TORCH_CHECK_VALUE(status == PlanStatus::kOk, op, ": ", plan_status_message(status),
                     " (bins=", request.bins, ", forced tier \"", tier_name(request.forced_tier), "\"",
                     request.forced_cluster_size ? ", cluster_size=" + std::to_string(request.forced_cluster_size) : "",
                     ")");
   return plan;
+}
+
+// Plans, builds the params and launches one call on the current stream of input's device. Scratch (the range keys,
+// the deterministic sums) is allocated through the caching allocator on that stream.
+void run_cuda(const char* op, const HistogramArgs& args, const at::Tensor& input,
+              const std::optional<at::Tensor>& weight, int64_t bins, at::Tensor& output, bool batched,
+              bool accumulate) {
+  TORCH_CHECK(input.is_cuda(), op, " (CUDA): input must be on a CUDA device, got ", input.device());
+  const c10::cuda::CUDAGuard guard(input.device());
+  const PlanRequest request = make_request(input.get_device(), bins, args.input_type, args.acc);
+  const HistogramPlan plan = plan_or_throw(op, request);
+
+  at::Tensor in = input;
+  std::optional<at::Tensor> w = weight;
+  HistogramParams params = make_params(args, in, w, bins, output, batched, accumulate);
+  at::Tensor range_keys;  // two 64-bit keys: the data's finite min and max, found on the device
+  if (args.data_range) {
+    range_keys = at::empty({2}, input.options().dtype(at::kLong));
+    params.device_range = static_cast<const unsigned long long*>(range_keys.const_data_ptr());
+  }
+  at::Tensor deterministic_scratch;
+  if (args.acc == AccKind::kFixed) {
+    const int64_t bytes = deterministic_scratch_bytes(params.output_rows() * bins);
+    deterministic_scratch = at::empty({bytes / 8}, input.options().dtype(at::kLong));
+    params.deterministic.sums = static_cast<unsigned long long*>(deterministic_scratch.mutable_data_ptr());
+  }
+  C10_CUDA_CHECK(launch_histogram(params, request, plan, c10::cuda::getCurrentCUDAStream()));
 }
 
 }  // namespace
@@ -43,25 +70,30 @@ HistogramPlan plan_or_throw(const PlanRequest& request) {
 at::Tensor histogram_cuda(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                           const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                           std::optional<at::ScalarType> dtype) {
-  const HistogramArgs args = check_histogram_args(input, bins, min, max, weight, out_of_range, dtype);
-  TORCH_CHECK(input.is_cuda(), "dsmhist.histogram (CUDA): input must be on a CUDA device, got ", input.device());
-  if (args.weight_type != WeightType::kNone) {
-    at::globalContext().alertNotDeterministic("dsmhist.histogram with weight on CUDA (floating-point atomics)");
-  }
-  const c10::cuda::CUDAGuard guard(input.device());
-  const PlanRequest request = make_request(input.get_device(), bins, args.input_type, args.acc);
-  const HistogramPlan plan = plan_or_throw(request);
-
-  at::Tensor in = input;
-  std::optional<at::Tensor> w = weight;
+  const char* op = "dsmhist.histogram";
+  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
   at::Tensor output = at::empty({bins}, input.options().dtype(args.output_dtype));
-  HistogramParams params = make_params(args, in, w, bins, output);
-  at::Tensor range_keys;  // two 64-bit keys: the data's finite min and max, found on the device
-  if (args.data_range) {
-    range_keys = at::empty({2}, input.options().dtype(at::kLong));
-    params.device_range = static_cast<const unsigned long long*>(range_keys.const_data_ptr());
-  }
-  C10_CUDA_CHECK(launch_histogram(params, request, plan, c10::cuda::getCurrentCUDAStream()));
+  run_cuda(op, args, input, weight, bins, output, /*batched=*/false, /*accumulate=*/false);
+  return output;
+}
+
+void histogram_add_cuda(at::Tensor& hist, const at::Tensor& input, std::optional<double> min,
+                               std::optional<double> max, const std::optional<at::Tensor>& weight,
+                               c10::string_view out_of_range) {
+  const HistogramArgs args = check_histogram_add_args(hist, input, min, max, weight, out_of_range);
+  add_into_contiguous(hist, [&](at::Tensor& dense) {
+    run_cuda("dsmhist.histogram_add_", args, input, weight, dense.numel(), dense, /*batched=*/false,
+             /*accumulate=*/true);
+  });
+}
+
+at::Tensor batched_histogram_cuda(const at::Tensor& input, int64_t bins, std::optional<double> min,
+                                  std::optional<double> max, const std::optional<at::Tensor>& weight,
+                                  c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
+  const char* op = "dsmhist.batched_histogram";
+  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
+  at::Tensor output = at::empty(batched_output_shape(op, input, bins), input.options().dtype(args.output_dtype));
+  run_cuda(op, args, input, weight, bins, output, /*batched=*/true, /*accumulate=*/false);
   return output;
 }
 
@@ -74,11 +106,16 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
                     " CUDA devices)");
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   const PlanRequest request =
-      make_request(static_cast<int>(device), bins, input_type_of(input_dtype, "dtype"), acc_kind_for(weight_dtype));
-  const HistogramPlan plan = plan_or_throw(request);
+      make_request(static_cast<int>(device), bins, input_type_of(input_dtype, "dtype", "dsmhist.plan"),
+                   acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat));
+  const HistogramPlan plan = plan_or_throw("dsmhist.plan", request);
   return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block};
 }
 
-TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) { m.impl("histogram", &histogram_cuda); }
+TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) {
+  m.impl("histogram", &histogram_cuda);
+  m.impl("histogram_add_", &histogram_add_cuda);
+  m.impl("batched_histogram", &batched_histogram_cuda);
+}
 
 }  // namespace dsmhist

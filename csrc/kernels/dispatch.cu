@@ -31,7 +31,8 @@ constexpr int64_t kMinElementsPerThread = 16;
 struct DeviceCaps {
   int sm_count = 0;
   int cc_major = 0;
-  int64_t shared_optin = 0;  // largest dynamic shared memory one block may opt into
+  int64_t shared_optin = 0;   // largest dynamic shared memory one block may opt into
+  int64_t shared_per_sm = 0;  // shared memory of one SM, shared by its resident blocks
   bool cluster_launch = false;
 };
 
@@ -51,13 +52,15 @@ cudaError_t device_caps(int device, DeviceCaps* caps) {
     }
   }
   DeviceCaps c;
-  int optin = 0, cluster = 0;
+  int optin = 0, per_sm = 0, cluster = 0;
   cudaError_t err = cudaDeviceGetAttribute(&c.sm_count, cudaDevAttrMultiProcessorCount, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&c.cc_major, cudaDevAttrComputeCapabilityMajor, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, device);
   if (err != cudaSuccess) return err;
   c.shared_optin = optin;
+  c.shared_per_sm = per_sm;
   c.cluster_launch = cluster != 0;
   std::lock_guard<std::mutex> lock(cache_mutex());
   cache[device] = c;
@@ -111,8 +114,8 @@ bool cluster_code_available(const void* cluster_kernel, int device, const Device
 
 // Resident blocks per SM of a (non-cluster) kernel with the given block size and shared memory.
 cudaError_t blocks_per_sm(const void* kernel, int device, int threads, int64_t shared_bytes, int* blocks) {
-  static std::map<std::tuple<const void*, int, int64_t>, int> cache;
-  const auto key = std::make_tuple(kernel, device, shared_bytes);
+  static std::map<std::tuple<const void*, int, int, int64_t>, int> cache;
+  const auto key = std::make_tuple(kernel, device, threads, shared_bytes);
   {
     std::lock_guard<std::mutex> lock(cache_mutex());
     auto it = cache.find(key);
@@ -131,10 +134,10 @@ cudaError_t blocks_per_sm(const void* kernel, int device, int threads, int64_t s
   return cudaSuccess;
 }
 
-cudaLaunchConfig_t cluster_launch_config(int grid, int cluster_size, int64_t shared_bytes, cudaStream_t stream,
+cudaLaunchConfig_t cluster_launch_config(int64_t grid, int cluster_size, int64_t shared_bytes, cudaStream_t stream,
                                          cudaLaunchAttribute* attribute) {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid, 1, 1);
+  config.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
   config.blockDim = dim3(kBlockThreads, 1, 1);
   config.dynamicSmemBytes = static_cast<size_t>(shared_bytes);
   config.stream = stream;
@@ -173,11 +176,7 @@ KernelSet kernels_for(InputType type, AccKind acc) {
   return visit_input_type(type, [acc](auto tag) { return kernel_set_for<typename decltype(tag)::type>(acc); });
 }
 
-int64_t accumulator_bytes(AccKind acc) { return acc == AccKind::kDouble ? 8 : 4; }
-
-int64_t output_element_bytes(OutputType type) {
-  return (type == OutputType::kInt32 || type == OutputType::kFloat32) ? 4 : 8;
-}
+int64_t accumulator_bytes(AccKind acc) { return (acc == AccKind::kDouble || acc == AccKind::kFixed) ? 8 : 4; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -240,9 +239,14 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
   const int64_t acc_bytes = accumulator_bytes(request.acc);
   const int64_t shared_capacity = caps.shared_optin / acc_bytes;
 
-  for (const void* kernel : {kernels.shared, kernels.cluster}) {
-    *cuda_error = configure_kernel(kernel, request.device, caps, kernel == kernels.cluster);
-    if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
+  // The deterministic sum runs the exponent pass with the same plan: its kernels need the same shared memory limit.
+  const KernelSet exponent_kernels = kernels_for(request.input_type, AccKind::kExponent);
+  for (const KernelSet* set : {&kernels, &exponent_kernels}) {
+    if (set == &exponent_kernels && request.acc != AccKind::kFixed) continue;
+    for (const void* kernel : {set->shared, set->cluster}) {
+      *cuda_error = configure_kernel(kernel, request.device, caps, kernel == set->cluster);
+      if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
+    }
   }
 
   auto plan_shared = [&] {
@@ -281,59 +285,190 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
   return plan_global();
 }
 
-cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                             cudaStream_t stream) {
-  cudaError_t err =
-      cudaMemsetAsync(p.output, 0, static_cast<size_t>(p.bins * output_element_bytes(p.output_type)), stream);
-  if (err != cudaSuccess || p.numel == 0) return err;
+namespace {
 
-  DeviceCaps caps;
-  err = device_caps(request.device, &caps);
-  if (err != cudaSuccess) return err;
-  const KernelSet kernels = kernels_for(request.input_type, request.acc);
-  HistogramParams params = p;
-  void* args[] = {&params};
+int64_t ceil_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
 
-  if (params.device_range != nullptr) {
-    err = cudaMemsetAsync(const_cast<unsigned long long*>(params.device_range), 0, 2 * sizeof(unsigned long long),
-                          stream);
-    if (err != cudaSuccess) return err;
-    const int64_t grid = std::min<int64_t>(ceil_div(p.numel, kRangeThreads * kMinElementsPerThread),
-                                           int64_t(caps.sm_count) * (2048 / kRangeThreads));
-    err = cudaLaunchKernel(kernels.finite_range, dim3(static_cast<unsigned>(grid)), dim3(kRangeThreads), args, 0,
-                           stream);
-    if (err != cudaSuccess) return err;
+// How one tier kernel runs over the work items: segments per row, grid, block size, and whether each output row
+// is owned (and stored) by one block.
+struct LaunchShape {
+  int64_t segments = 1;
+  int64_t grid = 1;  // blocks (for the cluster tier: blocks, a multiple of the cluster size)
+  int threads = kBlockThreads;
+  bool store_rows = false;
+};
+
+// Cuts rows into segments so that `resident` workers (blocks or clusters) all get an item, but no segment is
+// shorter than `min_per_item` elements; then as many workers as there are items, up to `resident`.
+void shape_items(const HistogramParams& p, int64_t resident, int64_t min_per_item, LaunchShape* shape) {
+  resident = std::max<int64_t>(resident, 1);
+  shape->segments = 1;
+  if (p.rows < resident) {
+    shape->segments = std::max<int64_t>(
+        1, std::min<int64_t>(ceil_div(resident, p.rows), p.row_length / std::max<int64_t>(min_per_item, 1)));
   }
+  shape->grid = std::min<int64_t>(p.rows * shape->segments, resident);
+}
 
+// Block size of the shared tier. One histogram (1-D ops): full 1024-thread blocks, flushed once each. One histogram
+// per row (batched): blocks just big enough for a row at kMinElementsPerThread each, so many short rows run in many
+// small blocks at once, but never so small that shared memory caps the SM below full occupancy.
+int shared_tier_threads(const HistogramParams& p, const DeviceCaps& caps, int64_t shared_bytes) {
+  if (p.output_row_stride == 0) return kBlockThreads;
+  const int64_t by_work = ceil_pow2(ceil_div(p.row_length, kMinElementsPerThread));
+  const int64_t blocks_fit = std::max<int64_t>(1, std::min<int64_t>(32, caps.shared_per_sm / (shared_bytes + 1024)));
+  const int64_t by_occupancy = ceil_pow2(ceil_div(2048, blocks_fit));
+  return static_cast<int>(std::min<int64_t>(kBlockThreads, std::max<int64_t>({64, by_work, by_occupancy})));
+}
+
+cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, const HistogramPlan& plan,
+                         const DeviceCaps& caps, int device, bool may_store, LaunchShape* shape) {
   switch (plan.tier) {
     case Tier::kShared: {
+      shape->threads = shared_tier_threads(p, caps, plan.shared_bytes);
       int per_sm = 1;
-      err = blocks_per_sm(kernels.shared, request.device, kBlockThreads, plan.shared_bytes, &per_sm);
+      const cudaError_t err = blocks_per_sm(kernels.shared, device, shape->threads, plan.shared_bytes, &per_sm);
       if (err != cudaSuccess) return err;
-      const int64_t per_block = std::max<int64_t>(kBlockThreads * kMinElementsPerThread, 2 * plan.bins_per_block);
-      const int64_t grid = std::min<int64_t>(ceil_div(p.numel, per_block), int64_t(per_sm) * caps.sm_count);
-      return cudaLaunchKernel(kernels.shared, dim3(static_cast<unsigned>(grid)), dim3(kBlockThreads), args,
-                              static_cast<size_t>(plan.shared_bytes), stream);
+      shape_items(p, int64_t(per_sm) * caps.sm_count,
+                  std::max<int64_t>(shape->threads * kMinElementsPerThread, 2 * plan.bins_per_block), shape);
+      break;
     }
     case Tier::kCluster: {
-      params.bins_per_block = plan.bins_per_block;
-      const int resident =
-          max_active_clusters(kernels.cluster, request.device, plan.cluster_size, plan.shared_bytes);
-      const int64_t per_cluster = std::max<int64_t>(
-          int64_t(plan.cluster_size) * kBlockThreads * kMinElementsPerThread, 2 * p.bins);
-      const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(ceil_div(p.numel, per_cluster), resident));
+      shape->threads = kBlockThreads;
+      const int resident = max_active_clusters(kernels.cluster, device, plan.cluster_size, plan.shared_bytes);
+      shape_items(p, resident,
+                  std::max<int64_t>(int64_t(plan.cluster_size) * kBlockThreads * kMinElementsPerThread, 2 * p.bins),
+                  shape);
+      shape->grid *= plan.cluster_size;
+      break;
+    }
+    default:
+      shape->threads = kGlobalThreads;
+      shape_items(p, int64_t(caps.sm_count) * (2048 / kGlobalThreads), kGlobalThreads * kMinElementsPerThread, shape);
+      return cudaSuccess;  // the global tier adds straight into the output: never stores rows
+  }
+  shape->store_rows = may_store && p.output_row_stride != 0 && shape->segments == 1;
+  return cudaSuccess;
+}
+
+cudaError_t launch_tier(HistogramParams params, const KernelSet& kernels, const HistogramPlan& plan,
+                        const LaunchShape& shape, cudaStream_t stream) {
+  params.segments_per_row = shape.segments;
+  params.store_rows = shape.store_rows;
+  params.bins_per_block = plan.bins_per_block;
+  void* args[] = {&params};
+  switch (plan.tier) {
+    case Tier::kShared:
+      return cudaLaunchKernel(kernels.shared, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args,
+                              static_cast<size_t>(plan.shared_bytes), stream);
+    case Tier::kCluster: {
       cudaLaunchAttribute attribute;
-      const cudaLaunchConfig_t config = cluster_launch_config(static_cast<int>(clusters * plan.cluster_size),
-                                                              plan.cluster_size, plan.shared_bytes, stream, &attribute);
+      const cudaLaunchConfig_t config =
+          cluster_launch_config(shape.grid, plan.cluster_size, plan.shared_bytes, stream, &attribute);
       return cudaLaunchKernelExC(&config, kernels.cluster, args);
     }
-    default: {
-      const int64_t grid = std::min<int64_t>(ceil_div(p.numel, kGlobalThreads * kMinElementsPerThread),
-                                             int64_t(caps.sm_count) * (2048 / kGlobalThreads));
-      return cudaLaunchKernel(kernels.global, dim3(static_cast<unsigned>(grid)), dim3(kGlobalThreads), args, 0,
+    default:
+      return cudaLaunchKernel(kernels.global, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args, 0,
                               stream);
+  }
+}
+
+// The deterministic sum's last step: fixed-point sums (and the flags of non-finite weights) to the output dtype,
+// added to the output's values for histogram_add_. One rounding per bin, independent of any order.
+__global__ void __launch_bounds__(256) fixed_point_finalize_kernel(const HistogramParams p) {
+  const int64_t total = p.output_rows() * p.bins;
+  const DeterministicScratch& s = p.deterministic;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const unsigned int seen = s.specials[i];
+    double value;
+    if ((seen & kSeenNaN) || ((seen & kSeenPosInf) && (seen & kSeenNegInf))) {
+      value = __longlong_as_double(0x7ff8000000000000ll);
+    } else if (seen & kSeenPosInf) {
+      value = __longlong_as_double(0x7ff0000000000000ll);
+    } else if (seen & kSeenNegInf) {
+      value = __longlong_as_double(static_cast<long long>(0xfff0000000000000ull));
+    } else {
+      const unsigned int code = s.exponents[i];
+      value = code == 0 ? 0.0
+                        : ldexp(static_cast<double>(static_cast<long long>(s.sums[i])),
+                                -fixed_point_shift(code, s.count_bits));
+    }
+    if (p.output_type == OutputType::kFloat64) {
+      double* out = static_cast<double*>(p.output) + i;
+      *out = p.accumulate ? *out + value : value;
+    } else {
+      float* out = static_cast<float*>(p.output) + i;
+      *out = static_cast<float>(p.accumulate ? static_cast<double>(*out) + value : value);
     }
   }
+}
+
+}  // namespace
+
+int64_t deterministic_scratch_bytes(int64_t output_bins) { return output_bins * 16; }
+
+cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                             cudaStream_t stream) {
+  const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
+  if (p.rows == 0 || p.row_length == 0) {
+    return p.accumulate ? cudaSuccess : cudaMemsetAsync(p.output, 0, output_size, stream);
+  }
+  DeviceCaps caps;
+  cudaError_t err = device_caps(request.device, &caps);
+  if (err != cudaSuccess) return err;
+
+  if (p.device_range != nullptr) {
+    err = cudaMemsetAsync(const_cast<unsigned long long*>(p.device_range), 0, 2 * sizeof(unsigned long long), stream);
+    if (err != cudaSuccess) return err;
+    HistogramParams params = p;
+    LaunchShape shape;
+    shape_items(p, int64_t(caps.sm_count) * (2048 / kRangeThreads), kRangeThreads * kMinElementsPerThread, &shape);
+    params.segments_per_row = shape.segments;
+    void* args[] = {&params};
+    err = cudaLaunchKernel(kernels_for(request.input_type, request.acc).finite_range,
+                           dim3(static_cast<unsigned>(shape.grid)), dim3(kRangeThreads), args, 0, stream);
+    if (err != cudaSuccess) return err;
+  }
+
+  if (request.acc == AccKind::kFixed) {
+    // Three steps, all order-independent: the largest weight exponent of every bin, the fixed-point sums in that
+    // bin's unit, then the conversion to the output dtype.
+    HistogramParams params = p;
+    const int64_t scratch_bins = p.output_rows() * p.bins;
+    DeterministicScratch& s = params.deterministic;
+    s.exponents = reinterpret_cast<unsigned int*>(s.sums + scratch_bins);
+    s.specials = s.exponents + scratch_bins;
+    const int64_t most_terms = p.output_row_stride == 0 ? p.rows * p.row_length : p.row_length;
+    s.count_bits = 0;
+    while ((int64_t(1) << s.count_bits) < most_terms) ++s.count_bits;
+    err = cudaMemsetAsync(s.sums, 0, static_cast<size_t>(deterministic_scratch_bytes(scratch_bins)), stream);
+    if (err != cudaSuccess) return err;
+    for (const AccKind pass : {AccKind::kExponent, AccKind::kFixed}) {
+      const KernelSet kernels = kernels_for(request.input_type, pass);
+      LaunchShape shape;
+      err = shape_launch(params, kernels, plan, caps, request.device, false, &shape);
+      if (err == cudaSuccess) err = launch_tier(params, kernels, plan, shape, stream);
+      if (err != cudaSuccess) return err;
+    }
+    void* args[] = {&params};
+    const int64_t grid = std::min<int64_t>(ceil_div(scratch_bins, 256), int64_t(caps.sm_count) * 8);
+    return cudaLaunchKernel(reinterpret_cast<const void*>(&fixed_point_finalize_kernel),
+                            dim3(static_cast<unsigned>(grid)), dim3(256), args, 0, stream);
+  }
+
+  const KernelSet kernels = kernels_for(request.input_type, request.acc);
+  LaunchShape shape;
+  err = shape_launch(p, kernels, plan, caps, request.device, true, &shape);
+  if (err != cudaSuccess) return err;
+  if (!shape.store_rows && !p.accumulate) {
+    err = cudaMemsetAsync(p.output, 0, output_size, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return launch_tier(p, kernels, plan, shape, stream);
 }
 
 }  // namespace dsmhist

@@ -29,7 +29,8 @@ struct KernelSet {
 template <typename T>
 KernelSet kernel_set_for(AccKind acc);
 
-// What to plan for: the device, the bin count, the accumulator and an optional forced tier / cluster size.
+// What to plan for: the device, the bin count, the accumulator and an optional forced tier / cluster size. The plan
+// depends on bins and accumulator only; how rows are cut into work items is decided per launch.
 struct PlanRequest {
   int device = 0;
   int64_t bins = 0;
@@ -62,7 +63,12 @@ const char* plan_status_message(PlanStatus status);
 // Chooses the tier for a request (the one place where tiers are chosen; thresholds documented there).
 PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error);
 
-// Zeroes p.output, runs the range pass when p.device_range is set, then the planned tier's kernel, all on `stream`.
+// Bytes of device scratch a deterministic weighted sum (AccKind::kFixed) needs for `output_bins` bins in all
+// (output rows * bins); the caller points p.deterministic.sums at it (8-byte aligned), the launcher does the rest.
+int64_t deterministic_scratch_bytes(int64_t output_bins);
+
+// Runs one call on `stream`: the range pass when p.device_range is set, then the planned tier (zeroing the output
+// first unless p.accumulate or every row is stored whole), or the three deterministic steps for AccKind::kFixed.
 // Never synchronises with the host.
 cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                              cudaStream_t stream);

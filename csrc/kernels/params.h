@@ -24,8 +24,10 @@ enum class OutputType : int32_t { kInt32, kInt64, kFloat32, kFloat64 };
 // kIndex: integer input, bin = value (torch.bincount). kRange: equal-width bins over [lo, hi] (torch.histc).
 enum class BinMode : int32_t { kIndex, kRange };
 
-// What a block accumulates in shared memory: 32-bit counts, or float / double weight sums.
-enum class AccKind : int32_t { kCount, kFloat, kDouble };
+// What a block accumulates in shared memory: 32-bit counts, float / double weight sums, or the two passes of the
+// deterministic weighted sum: the largest weight exponent per bin (kExponent), then 64-bit fixed-point sums
+// scaled by that exponent (kFixed). See DeterministicScratch.
+enum class AccKind : int32_t { kCount, kFloat, kDouble, kExponent, kFixed };
 
 // Strategy tiers on CUDA; kAuto lets the planner choose.
 enum class Tier : int32_t { kAuto = 0, kShared = 1, kCluster = 2, kGlobal = 3 };
@@ -33,7 +35,8 @@ enum class Tier : int32_t { kAuto = 0, kShared = 1, kCluster = 2, kGlobal = 3 };
 // Inputs whose dims do not collapse to this many are copied to contiguous memory first (documented in the README).
 constexpr int kMaxDims = 8;
 
-// A view over input (and weight) after size-1 dims are dropped and mergeable dims are merged.
+// The row dims of an input (its dims but the last, after size-1 dims are dropped and mergeable ones merged):
+// where each row starts, in input and in weight.
 struct StridedLayout {
   int32_t ndim = 0;
   int64_t sizes[kMaxDims] = {};
@@ -55,12 +58,26 @@ struct StridedLayout {
   }
 };
 
+// Device scratch of a deterministic weighted sum, one entry per output bin (rows_out * bins): the first pass keeps
+// the largest exponent of each bin's finite weights, the second adds every weight as an exact 64-bit integer in units
+// of 2^(exponent + count_bits - 62), so the sum cannot overflow and integer addition makes the order irrelevant.
+struct DeterministicScratch {
+  unsigned int* exponents = nullptr;      // 0: no nonzero finite weight; else max(biased IEEE exponent, 1)
+  unsigned int* specials = nullptr;       // bit flags of the non-finite weights seen: kSeenNaN | kSeenPosInf | ...
+  unsigned long long* sums = nullptr;     // two's-complement fixed-point sums
+  int32_t count_bits = 0;                 // 2^count_bits >= the most elements one bin can receive
+};
+constexpr unsigned int kSeenNaN = 1u, kSeenPosInf = 2u, kSeenNegInf = 4u;
+
+// One call of any op: `rows` runs of `row_length` elements each. Row r starts at layout.offsets(r) (in input and in
+// weight) and its elements lie inner_*_stride apart. histogram / histogram_add_ add every row into one histogram
+// (output_row_stride 0); batched_histogram gives row r its own, at output + r * output_row_stride.
 struct HistogramParams {
   const void* input = nullptr;
   InputType input_type = InputType::kInt64;
   const void* weight = nullptr;  // null: every value counts 1
   WeightType weight_type = WeightType::kNone;
-  void* output = nullptr;  // [bins], zeroed by the launcher before any kernel adds to it
+  void* output = nullptr;
   OutputType output_type = OutputType::kInt64;
   int64_t numel = 0;
   int64_t bins = 0;
@@ -70,11 +87,41 @@ struct HistogramParams {
   // When set, the range is the data's finite min and max, written here on the device by the range pass
   // (encoded as two order-preserving 64-bit keys; see encode_range_key).
   const unsigned long long* device_range = nullptr;
-  bool contiguous = true;  // input (and weight) dense with unit stride: the vectorised path applies
-  StridedLayout layout;
+
+  int64_t rows = 1;
+  int64_t row_length = 0;
+  StridedLayout layout;  // the row dims; ndim 0 for a single row
+  int64_t inner_input_stride = 1, inner_weight_stride = 1;
+  int64_t output_row_stride = 0;
+  bool accumulate = false;  // add to the output's values (histogram_add_) instead of replacing them
+
+  // Set by the launcher, per kernel: each row is cut into this many interleaved segments, one work item each.
+  int64_t segments_per_row = 1;
+  // Set by the launcher: every output row is counted by exactly one block (or cluster), which stores all its bins
+  // (no zeroing of the output beforehand, no atomics into it).
+  bool store_rows = false;
   // Cluster tier only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
+  DeterministicScratch deterministic;
+
+  // The histogram that row `row` adds into.
+  DSMHIST_HD int64_t output_row(int64_t row) const { return output_row_stride == 0 ? 0 : row; }
+  DSMHIST_HD int64_t output_rows() const { return output_row_stride == 0 ? 1 : rows; }
+  // Elements of a row are dense in input (and weight): the vectorised path applies.
+  DSMHIST_HD bool unit_stride() const {
+    return inner_input_stride == 1 && (weight == nullptr || inner_weight_stride == 1);
+  }
 };
+
+DSMHIST_HD int64_t output_bytes(OutputType type) {
+  return (type == OutputType::kInt32 || type == OutputType::kFloat32) ? 4 : 8;
+}
+
+// The deterministic sum's unit for a bin: weights are added as round(w * 2^shift). `exponent_code` bounds every
+// |w| of the bin by 2^(exponent_code - 1022); with at most 2^count_bits terms the sum stays below 2^62.
+DSMHIST_HD int32_t fixed_point_shift(unsigned int exponent_code, int32_t count_bits) {
+  return 1084 - count_bits - static_cast<int32_t>(exponent_code);
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Value types and conversions
@@ -115,6 +162,12 @@ DSMHIST_HD uint64_t bits_from_double(double d) {
   std::memcpy(&u, &d, sizeof(u));
   return u;
 #endif
+}
+
+// max(biased exponent, 1) of a finite double: |d| < 2^(code - 1022). Subnormals share code 1 (|d| < 2^-1021).
+DSMHIST_HD unsigned int exponent_code(double d) {
+  const unsigned int biased = static_cast<unsigned int>((bits_from_double(d) >> 52) & 0x7ffu);
+  return biased == 0 ? 1u : biased;
 }
 
 // IEEE half -> float is exact, so the hardware conversion and this bit-level one give identical floats.
