@@ -1,4 +1,4 @@
-"""Small runs of every tier, forced, for compute-sanitizer (not collected by pytest).
+"""Small runs of every tier and op, forced, for compute-sanitizer (not collected by pytest).
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python tests/sanitize_tiers.py
 
@@ -14,34 +14,55 @@ import torch_dsmhist
 
 
 def cases(gen: torch.Generator):
+    """(name, tier, cluster size, call, expected) for every tier and op."""
     capacity = shared_capacity()
     tiers = [("shared", None, 1000), ("global", None, 1000), ("global", None, 100003)]
     if cluster_available():
         tiers += [("cluster", 2, 1000), ("cluster", 3, 100003), ("cluster", None, 262144)]
     for tier, size, bins in tiers:
+        label = f"{tier}{size or ''} bins={bins}"
         x = make_index_values(10007, bins, torch.int32, "uniform", gen).cuda()
-        yield f"{tier}{size or ''} bins={bins} int32 contiguous+offset", tier, size, x[3:], bins, {}
-        yield f"{tier}{size or ''} bins={bins} int32 strided", tier, size, x[:10000].reshape(100, 100)[:, 1::3], bins, {}
         f = make_range_values(4099, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
         w = torch.rand(4099, generator=gen, dtype=torch.float64).cuda()
-        yield f"{tier}{size or ''} bins={bins} fp16 data range", tier, size, f, bins, {}
-        yield f"{tier}{size or ''} bins={bins} fp16 fp32-weighted clamp", tier, size, f, bins, dict(
-            min=-0.5, max=0.5, weight=w.float(), out_of_range="clamp"
-        )
+        one = [
+            ("int32 contiguous+offset", x[3:], {}),
+            ("int32 strided", x[:10000].reshape(100, 100)[:, 1::3], {}),
+            ("fp16 data range", f, {}),
+            ("fp16 fp32-weighted clamp", f, dict(min=-0.5, max=0.5, weight=w.float(), out_of_range="clamp")),
+        ]
         if bins <= capacity // 2:  # float64 sums take 8 bytes a bin
-            yield f"{tier}{size or ''} bins={bins} fp16 fp64-weighted", tier, size, f, bins, dict(
-                min=-0.5, max=0.5, weight=w
-            )
+            one.append(("fp16 fp64-weighted", f, dict(min=-0.5, max=0.5, weight=w)))
+        for what, data, kwargs in one:
+            yield (f"{label} histogram {what}", tier, size, lambda d=data, k=kwargs: torch_dsmhist.histogram(d, bins, **k),
+                   reference_histogram(data, bins, **kwargs))
+        hist = torch.ones(bins, dtype=torch.int64, device="cuda")
+        yield (f"{label} histogram_add_ strided", tier, size,
+               lambda h=hist, d=x[1::2]: torch_dsmhist.histogram_add_(h, d), 1 + reference_histogram(x[1::2], bins))
+        for rows, what in ((x[:10000].reshape(500, 20), "500 short rows"), (x[1:].reshape(2, 5003), "2 long rows"),
+                           (x[:9999].reshape(99, 101)[:, 1::2], "99 strided rows")):
+            yield (f"{label} batched {what}", tier, size, lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
+                   torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
+        if bins <= capacity // 2:  # the fixed-point sums take 8 bytes a bin
+            yield (f"{label} deterministic weighted", tier, size,
+                   lambda: deterministic(lambda: torch_dsmhist.histogram(f, bins, -0.5, 0.5, weight=w.float())),
+                   reference_histogram(f, bins, -0.5, 0.5, weight=w.float()))
+
+
+def deterministic(call):
+    torch.use_deterministic_algorithms(True)
+    try:
+        return call()
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 def main() -> int:
     gen = torch.Generator().manual_seed(1234)
     failures = 0
     count = 0
-    for name, tier, size, x, bins, kwargs in cases(gen):
+    for name, tier, size, call, expected in cases(gen):
         with torch_dsmhist.force_tier(tier, size):
-            out = torch_dsmhist.histogram(x, bins, **kwargs).cpu()
-        expected = reference_histogram(x, bins, **kwargs)
+            out = call().cpu()
         tolerance = 1e-5 if out.dtype == torch.float32 else 1e-9
         ok = out.dtype == expected.dtype and torch.allclose(out.double(), expected.double(), rtol=tolerance, atol=tolerance)
         failures += not ok

@@ -145,6 +145,7 @@ def test_no_host_synchronisation(gen):
     x = make_index_values(100003, 5000, torch.int32, "uniform", gen).cuda()
     f = torch.randn(100003, generator=gen).cuda()
     w = torch.rand(100003, generator=gen).cuda()
+    hist = torch.zeros(5000, dtype=torch.int64, device="cuda")
     variants = [("auto", None), ("shared", None), ("global", None)]
     if cluster_available():
         variants.append(("cluster", 2))
@@ -157,6 +158,14 @@ def test_no_host_synchronisation(gen):
                 torch_dsmhist.histogram(f, 5000)  # range found on the device
                 torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w, out_of_range="clamp")
                 torch_dsmhist.histogram(x[:100002].reshape(-1, 7)[:, ::2], 5000, dtype=torch.int32)
+                torch_dsmhist.histogram_add_(hist, x)
+                torch_dsmhist.batched_histogram(x[:100000].reshape(1000, 100), 5000)
+                torch_dsmhist.batched_histogram(f[:100002].reshape(7, -1), 5000, weight=w[:100002].reshape(7, -1))
+                torch.use_deterministic_algorithms(True)
+                try:
+                    torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w)
+                finally:
+                    torch.use_deterministic_algorithms(False)
     finally:
         torch.cuda.set_sync_debug_mode(0)
 
@@ -185,6 +194,71 @@ def test_cuda_graph_capture_and_replay(gen):
         torch.cuda.synchronize()
         assert torch.equal(counts.cpu(), torch.bincount(tokens, minlength=64))
         assert torch.equal(hist.cpu(), reference_histogram(scores, 50))
+
+
+def test_cuda_graph_running_histogram_and_batched(gen):
+    """histogram_add_ inside a graph: every replay adds the new batch; batched_histogram replays on new data."""
+    static_batch = torch.zeros(4096, dtype=torch.int64, device="cuda")
+    static_rows = torch.zeros(32, 500, dtype=torch.uint8, device="cuda")
+    running = torch.zeros(128, dtype=torch.int64, device="cuda")
+
+    def step():
+        torch_dsmhist.histogram_add_(running, static_batch)
+        return torch_dsmhist.batched_histogram(static_rows, 256)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    running.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        per_row = step()
+    expected = torch.zeros(128, dtype=torch.int64)
+    for _ in range(3):
+        batch = torch.randint(0, 128, (4096,), generator=gen)
+        rows = torch.randint(0, 256, (32, 500), generator=gen, dtype=torch.uint8)
+        static_batch.copy_(batch)
+        static_rows.copy_(rows)
+        graph.replay()
+        torch.cuda.synchronize()
+        expected += torch.bincount(batch, minlength=128)
+        assert torch.equal(running.cpu(), expected)
+        assert torch.equal(per_row.cpu(), torch.stack([torch.bincount(r.long(), minlength=256) for r in rows]))
+
+
+@pytest.mark.parametrize(
+    "shape, bins",
+    [
+        ((4099, 37), 16),  # many short rows: one block per row, stored without atomics
+        ((257, 1000), 300),
+        ((3, 300007), 4099),  # a few long rows: rows cut into segments, flushed with atomics
+        ((2, 200003), 100003),  # past one block's shared memory: the cluster tier per row
+    ],
+)
+def test_batched_every_tier_gives_identical_counts(shape, bins, gen):
+    x = make_index_values(shape[0] * shape[1], bins, torch.int32, "uniform", gen).reshape(shape).cuda()
+    expected = torch.stack([reference_histogram(row, bins, out_of_range="clamp") for row in x.cpu()])
+    for name, tier, size in tier_variants(bins):
+        with torch_dsmhist.force_tier(tier, size):
+            got = torch_dsmhist.batched_histogram(x, bins, out_of_range="clamp").cpu()
+            strided = torch_dsmhist.batched_histogram(x[:, 1::2], bins, out_of_range="clamp").cpu()
+        assert torch.equal(got, expected), f"tier {name} differs from the reference"
+        strided_expected = torch.stack([reference_histogram(row, bins, out_of_range="clamp") for row in x[:, 1::2].cpu()])
+        assert torch.equal(strided, strided_expected), f"tier {name} (strided rows) differs from the reference"
+
+
+def test_histogram_add_every_tier(gen):
+    bins = 100003
+    x = make_index_values(500009, bins, torch.int64, "sorted", gen).cuda()
+    for name, tier, size in tier_variants(bins):
+        hist = torch.ones(bins, dtype=torch.int32, device="cuda")
+        with torch_dsmhist.force_tier(tier, size):
+            torch_dsmhist.histogram_add_(hist, x)
+            torch_dsmhist.histogram_add_(hist, x[::7])
+        expected = 1 + reference_histogram(x, bins) + reference_histogram(x[::7], bins)
+        assert torch.equal(hist.cpu().long(), expected), f"tier {name}"
 
 
 CAPTURE_ON_FIRST_CALL = """
@@ -234,16 +308,27 @@ def test_runs_on_the_current_stream(gen):
         assert torch.equal(out.cpu(), expected)
 
 
-def test_weighted_raises_under_deterministic_algorithms():
-    x = torch.arange(10, device="cuda")
-    w = torch.ones(10, device="cuda")
+def test_weighted_is_deterministic_under_deterministic_algorithms(gen):
+    """torch.use_deterministic_algorithms(True) selects the fixed-point path: the same bits on every run and every
+    tier (integer addition has no order), where float atomics differ from run to run."""
+    bins = 4099
+    x = make_range_values(1 << 20, 0.0, 1.0, torch.float32, "uniform", gen).cuda()
+    w = (torch.randn(1 << 20, generator=gen) * 1000).cuda()
+    results = {}
     torch.use_deterministic_algorithms(True)
     try:
-        with pytest.raises(RuntimeError, match="deterministic"):
-            torch_dsmhist.histogram(x, 10, weight=w)
-        assert torch.equal(torch_dsmhist.histogram(x, 10).cpu(), torch.ones(10, dtype=torch.long))  # counts are fine
+        for name, tier, size in tier_variants(bins):
+            with torch_dsmhist.force_tier(tier, size):
+                results[name] = [torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w).cpu() for _ in range(2)]
+        counts = torch_dsmhist.histogram(x, bins, 0.0, 1.0)  # counts take the usual path
     finally:
         torch.use_deterministic_algorithms(False)
+    first = next(iter(results.values()))[0]
+    for name, runs in results.items():
+        for run in runs:
+            assert torch.equal(run, first), f"tier {name} gives other bits"
+    torch.testing.assert_close(first, reference_histogram(x, bins, 0.0, 1.0, weight=w), rtol=1e-5, atol=1e-2)
+    assert torch.equal(counts.cpu(), reference_histogram(x, bins, 0.0, 1.0))
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
