@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""GPU benchmark of batched_histogram (one histogram per row) against the best torch idioms.
+
+Contenders: torch_dsmhist.batched_histogram; the offset trick (row * bins + value, one torch.bincount over all rows,
+then a reshape); and scatter_add_ of ones into a [rows, bins] tensor. Every result is checked against the offset
+trick before it is timed (a mismatch makes the script exit 1). Median of CUDA-event timings after warm-up.
+
+Writes its section of benchmarks/RESULTS.md (between the batched-benchmark markers, appended if absent), so run it
+after bench_tiers.py, which rewrites the rest of that file.
+
+Usage: python benchmarks/bench_batched.py [--out-dir DIR]
+"""
+
+import argparse
+import datetime
+import os
+import shutil
+import statistics
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+try:
+    import torch_dsmhist
+except ImportError:  # an in-place build in the repository root
+    sys.path.append(str(HERE.parent))
+    import torch_dsmhist
+
+BEGIN, END = "<!-- batched-benchmark:begin -->", "<!-- batched-benchmark:end -->"
+WARMUP, REPS = 3, 15
+
+# (label, rows, row length, bins, input dtype)
+CASES = [
+    ("many short rows: 65536 x 256 uint8, 256 bins", 65536, 256, 256, torch.uint8),
+    ("many short rows: 65536 x 256 int32, 256 bins", 65536, 256, 256, torch.int32),
+    ("image channels: 96 x 2^20 uint8, 256 bins", 96, 2**20, 256, torch.uint8),
+    ("1024 x 16384 int32, 4096 bins", 1024, 16384, 4096, torch.int32),
+    ("a few long rows: 8 x 2^24 int32, 65536 bins", 8, 2**24, 65536, torch.int32),
+]
+
+
+def median_ms(fn: Callable[[], object]) -> float:
+    for _ in range(WARMUP):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPS)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def offset_bincount(x: torch.Tensor, bins: int) -> torch.Tensor:
+    rows = x.shape[0]
+    offsets = torch.arange(rows, device=x.device).unsqueeze(1) * bins
+    return torch.bincount((x.long() + offsets).reshape(-1), minlength=rows * bins).reshape(rows, bins)
+
+
+def scatter_add(x: torch.Tensor, bins: int) -> torch.Tensor:
+    out = torch.zeros(x.shape[0], bins, dtype=torch.int64, device=x.device)
+    return out.scatter_add_(1, x.long(), torch.ones(1, 1, dtype=torch.int64, device=x.device).expand_as(x))
+
+
+def run_case(rows: int, length: int, bins: int, dtype: torch.dtype, gen: torch.Generator) -> Dict[str, Optional[float]]:
+    x = torch.randint(0, bins, (rows, length), generator=gen, device="cuda", dtype=torch.int64).to(dtype)
+    expected = offset_bincount(x, bins)
+    contenders = {
+        "dsmhist": lambda: torch_dsmhist.batched_histogram(x, bins),
+        "dsmhist int32 counts": lambda: torch_dsmhist.batched_histogram(x, bins, dtype=torch.int32),
+        "offset + bincount": lambda: offset_bincount(x, bins),
+        "scatter_add_": lambda: scatter_add(x, bins),
+    }
+    times: Dict[str, Optional[float]] = {}
+    for name, fn in contenders.items():
+        got = fn()
+        if not torch.equal(got.long(), expected):
+            print(f"FAIL: {name} differs from the offset trick", flush=True)
+            times[name] = None
+            continue
+        times[name] = median_ms(fn)
+    del x, expected
+    torch.cuda.empty_cache()
+    return times
+
+
+def render(results: List[tuple]) -> str:
+    names = ["dsmhist", "dsmhist int32 counts", "offset + bincount", "scatter_add_"]
+    lines = [
+        BEGIN,
+        "## batched_histogram: one histogram per row (median ms of 15, CUDA events)",
+        "",
+        f"- Device: {torch.cuda.get_device_name()}; torch {torch.__version__}; date {datetime.date.today()}; "
+        f"git commit: {os.environ.get('DSMHIST_COMMIT', 'unknown')}",
+        "- Uniform values in [0, bins); counts int64 unless noted. `offset + bincount`: `bincount(x + row * bins)` "
+        "reshaped; `scatter_add_`: ones scattered into `[rows, bins]`. Every result was checked against the offset trick.",
+        "",
+        "| case | " + " | ".join(names) + " | speedup vs best torch idiom | plan |",
+        "|---|" + "---|" * (len(names) + 2),
+    ]
+    for label, bins, times in results:
+        cells = ["**FAIL**" if times.get(n) is None else f"{times[n]:.3g}" for n in names]
+        best_torch = min(t for n, t in times.items() if n in names[2:] and t is not None)
+        ours = times.get("dsmhist")
+        speedup = f"{best_torch / ours:.2f}x" if ours else "n/a"
+        plan = torch_dsmhist.plan(bins, dtype=torch.int32)
+        plan_text = plan.tier + (f" ({plan.cluster_size} blocks)" if plan.tier == "cluster" else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {speedup} | {plan_text} |")
+    lines += ["", "Reproduce: `python benchmarks/bench_batched.py` (after `bench_tiers.py`).", END]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_batched needs a CUDA device")
+        return 2
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    results = []
+    failed = False
+    for i, (label, rows, length, bins, dtype) in enumerate(CASES, 1):
+        print(f"[{i}/{len(CASES)}] {label}", flush=True)
+        times = run_case(rows, length, bins, dtype, gen)
+        failed |= any(t is None for t in times.values())
+        print("    " + ", ".join(f"{k} {v:.3g} ms" if v else f"{k} FAIL" for k, v in times.items()), flush=True)
+        results.append((label, bins, times))
+    section = render(results)
+    path = HERE / "RESULTS.md"
+    text = path.read_text() if path.exists() else ""
+    if BEGIN in text and END in text:
+        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1 :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+    if args.out_dir:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, args.out_dir / "RESULTS.md")
+    print(section)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
