@@ -23,11 +23,8 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 HERE = Path(__file__).resolve().parent
-try:
-    import torch_dsmhist
-except ImportError:  # an in-place build in the repository root
-    sys.path.append(str(HERE.parent))
-    import torch_dsmhist
+sys.path.insert(0, str(HERE))
+from bench_tiers import event_ms, torch_dsmhist  # noqa: E402  (one CUDA-event timer for every benchmark)
 
 BEGIN, END = "<!-- batched-benchmark:begin -->", "<!-- batched-benchmark:end -->"
 WARMUP, REPS = 3, 15
@@ -43,15 +40,8 @@ CASES = [
 
 
 def median_ms(fn: Callable[[], object]) -> float:
-    for _ in range(WARMUP):
-        fn()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPS)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
+    event_ms(fn, WARMUP)
+    return statistics.median(event_ms(fn, REPS))
 
 
 def offset_bincount(x: torch.Tensor, bins: int) -> torch.Tensor:
@@ -82,8 +72,6 @@ def run_case(rows: int, length: int, bins: int, dtype: torch.dtype, gen: torch.G
             times[name] = None
             continue
         times[name] = median_ms(fn)
-    del x, expected
-    torch.cuda.empty_cache()
     return times
 
 
@@ -126,6 +114,7 @@ def main() -> int:
     for i, (label, rows, length, bins, dtype) in enumerate(CASES, 1):
         print(f"[{i}/{len(CASES)}] {label}", flush=True)
         times = run_case(rows, length, bins, dtype, gen)
+        torch.cuda.empty_cache()  # the case's inputs are gone: give their memory back before the next
         failed |= any(t is None for t in times.values())
         print("    " + ", ".join(f"{k} {v:.3g} ms" if v else f"{k} FAIL" for k, v in times.items()), flush=True)
         results.append((label, bins, times))

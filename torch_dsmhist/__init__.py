@@ -14,6 +14,7 @@ import torch  # noqa: F401  (loads libtorch, which _C links against)
 
 from . import _C  # noqa: F401  (loading the extension registers torch.ops.dsmhist.*)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
+from . import _api
 from ._api import (
     Plan,
     batched_histogram,
@@ -26,15 +27,5 @@ from ._api import (
     plan,
 )
 
-__all__ = [
-    "histogram",
-    "histogram_add_",
-    "batched_histogram",
-    "bincount",
-    "histc",
-    "plan",
-    "Plan",
-    "force_tier",
-    "built_with_cuda",
-]
+__all__ = list(_api.__all__)
 __version__ = "0.1.0"
