@@ -244,7 +244,6 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
   p.weight_type = weighted ? args.weight_type : WeightType::kNone;
   p.output = output.mutable_data_ptr();
   p.output_type = args.output_type;
-  p.numel = input.numel();
   p.bins = bins;
   p.mode = args.mode;
   p.clamp = args.clamp;
@@ -253,19 +252,13 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
   p.row_length = shape.inner.size;
   p.inner_input_stride = shape.inner.input_stride;
   p.inner_weight_stride = shape.inner.weight_stride;
-  p.rows = 1;
+  p.rows = 1;  // the product of the row dims: collapsing drops size-1 dims only, so a size-0 dim leaves 0 rows
   p.layout.ndim = static_cast<int32_t>(shape.row_dims.size());
   for (size_t d = 0; d < shape.row_dims.size(); ++d) {
     p.rows *= shape.row_dims[d].size;
     p.layout.sizes[d] = shape.row_dims[d].size;
     p.layout.input_strides[d] = shape.row_dims[d].input_stride;
     p.layout.weight_strides[d] = shape.row_dims[d].weight_stride;
-  }
-  if (batched) {
-    // Leading dims of size 0 leave no rows (row_dims drops only size-1 dims, so their product is the row count).
-    for (int64_t d = 0; d + 1 < input.dim(); ++d) {
-      if (input.size(d) == 0) p.rows = 0;
-    }
   }
   p.output_row_stride = batched ? bins : 0;
   p.accumulate = accumulate;

@@ -48,7 +48,7 @@ void data_range(const HistogramParams& p, double* lo, double* hi) {
     double lo = 0.0, hi = 0.0;
   };
   const MinMax total = at::parallel_reduce(
-      0, p.numel, kMinElementsPerChunk, MinMax{},
+      0, p.elements(), kMinElementsPerChunk, MinMax{},
       [&](int64_t begin, int64_t end, MinMax acc) {
         for_each_element<T>(p, begin, end, [&](T value, int64_t, int64_t) {
           const auto x = to_compute(value);
@@ -96,7 +96,7 @@ void add_element(const HistogramParams& p, const Binner<T>& binner, Acc* hist, T
 // One histogram of every element. Acc: int64_t for counts, double for weight sums.
 template <typename T, typename Acc, typename Out>
 void accumulate_one(const HistogramParams& p, Out* out) {
-  const int64_t n = p.rows * p.row_length, bins = p.bins;
+  const int64_t n = p.elements(), bins = p.bins;
   int64_t chunks = std::min<int64_t>(at::get_num_threads(), (n + kMinElementsPerChunk - 1) / kMinElementsPerChunk);
   chunks = std::min<int64_t>(chunks, kPrivateHistogramBudgetBytes / (bins * int64_t(sizeof(Acc))));
   chunks = std::max<int64_t>(chunks, 1);
@@ -150,7 +150,7 @@ void accumulate(const HistogramParams& p, Out* out) {
 
 template <typename T>
 void histogram_typed(HistogramParams& p, const HistogramArgs& args) {
-  if (p.rows == 0 || p.row_length == 0) {  // nothing to count: zeros, or hist unchanged
+  if (p.elements() == 0) {  // nothing to count: zeros, or hist unchanged
     if (!p.accumulate) std::memset(p.output, 0, static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type)));
     return;
   }

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "kernels.h"
 
@@ -239,12 +240,12 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
   const int64_t acc_bytes = accumulator_bytes(request.acc);
   const int64_t shared_capacity = caps.shared_optin / acc_bytes;
 
-  // The deterministic sum runs the exponent pass with the same plan: its kernels need the same shared memory limit.
-  const KernelSet exponent_kernels = kernels_for(request.input_type, AccKind::kExponent);
-  for (const KernelSet* set : {&kernels, &exponent_kernels}) {
-    if (set == &exponent_kernels && request.acc != AccKind::kFixed) continue;
-    for (const void* kernel : {set->shared, set->cluster}) {
-      *cuda_error = configure_kernel(kernel, request.device, caps, kernel == set->cluster);
+  // The deterministic sum also runs the exponent pass with this plan: its kernels need the same shared memory limit.
+  std::vector<KernelSet> planned{kernels};
+  if (request.acc == AccKind::kFixed) planned.push_back(kernels_for(request.input_type, AccKind::kExponent));
+  for (const KernelSet& set : planned) {
+    for (const void* kernel : {set.shared, set.cluster}) {
+      *cuda_error = configure_kernel(kernel, request.device, caps, kernel == set.cluster);
       if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
     }
   }
@@ -314,6 +315,12 @@ void shape_items(const HistogramParams& p, int64_t resident, int64_t min_per_ite
   shape->grid = std::min<int64_t>(p.rows * shape->segments, resident);
 }
 
+// Kernels without block state (the global tier, the range pass): `threads`-thread blocks, as many as fill the SMs.
+void shape_stateless(const HistogramParams& p, const DeviceCaps& caps, int threads, LaunchShape* shape) {
+  shape->threads = threads;
+  shape_items(p, int64_t(caps.sm_count) * (2048 / threads), threads * kMinElementsPerThread, shape);
+}
+
 // Block size of the shared tier. One histogram (1-D ops): full 1024-thread blocks, flushed once each. One histogram
 // per row (batched): blocks just big enough for a row at kMinElementsPerThread each, so many short rows run in many
 // small blocks at once, but never so small that shared memory caps the SM below full occupancy.
@@ -347,8 +354,7 @@ cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, con
       break;
     }
     default:
-      shape->threads = kGlobalThreads;
-      shape_items(p, int64_t(caps.sm_count) * (2048 / kGlobalThreads), kGlobalThreads * kMinElementsPerThread, shape);
+      shape_stateless(p, caps, kGlobalThreads, shape);
       return cudaSuccess;  // the global tier adds straight into the output: never stores rows
   }
   shape->store_rows = may_store && p.output_row_stride != 0 && shape->segments == 1;
@@ -414,7 +420,7 @@ int64_t deterministic_scratch_bytes(int64_t output_bins) { return output_bins * 
 cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                              cudaStream_t stream) {
   const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
-  if (p.rows == 0 || p.row_length == 0) {
+  if (p.elements() == 0) {
     return p.accumulate ? cudaSuccess : cudaMemsetAsync(p.output, 0, output_size, stream);
   }
   DeviceCaps caps;
@@ -426,11 +432,11 @@ cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& reques
     if (err != cudaSuccess) return err;
     HistogramParams params = p;
     LaunchShape shape;
-    shape_items(p, int64_t(caps.sm_count) * (2048 / kRangeThreads), kRangeThreads * kMinElementsPerThread, &shape);
+    shape_stateless(p, caps, kRangeThreads, &shape);
     params.segments_per_row = shape.segments;
     void* args[] = {&params};
     err = cudaLaunchKernel(kernels_for(request.input_type, request.acc).finite_range,
-                           dim3(static_cast<unsigned>(shape.grid)), dim3(kRangeThreads), args, 0, stream);
+                           dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args, 0, stream);
     if (err != cudaSuccess) return err;
   }
 
@@ -442,7 +448,7 @@ cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& reques
     DeterministicScratch& s = params.deterministic;
     s.exponents = reinterpret_cast<unsigned int*>(s.sums + scratch_bins);
     s.specials = s.exponents + scratch_bins;
-    const int64_t most_terms = p.output_row_stride == 0 ? p.rows * p.row_length : p.row_length;
+    const int64_t most_terms = p.output_row_stride == 0 ? p.elements() : p.row_length;
     s.count_bits = 0;
     while ((int64_t(1) << s.count_bits) < most_terms) ++s.count_bits;
     err = cudaMemsetAsync(s.sums, 0, static_cast<size_t>(deterministic_scratch_bytes(scratch_bins)), stream);

@@ -23,45 +23,36 @@ namespace detail {
 // How many 16-byte vectors a thread loads before it bins any of them, so several loads are in flight.
 constexpr int kVectorsInFlight = 4;
 
-// The row of one work item: `count` values `input_stride` apart; element i's weight is at
-// weight_base + i * weight_stride. The item reads the share of the row that belongs to `segment`.
+// One work item: segment `segment` of a row whose first element is at `input` (weights from `weight_base`); the row's
+// length and inner strides are the call's (HistogramParams).
 template <typename T>
 struct ItemSpan {
   const T* input;
-  int64_t count;
-  int64_t segment;
-  int64_t input_stride;
   int64_t weight_base;
-  int64_t weight_stride;
+  int64_t segment;
   int64_t output_row;
 };
 
 template <typename T>
 __device__ __forceinline__ ItemSpan<T> item_span(const HistogramParams& p, int64_t item) {
   const int64_t row = item / p.segments_per_row;
-  const int64_t segment = item - row * p.segments_per_row;
   int64_t row_input = 0, row_weight = 0;
   if (p.layout.ndim > 0) p.layout.offsets(row, &row_input, &row_weight);
-  ItemSpan<T> span;
-  span.input = static_cast<const T*>(p.input) + row_input;
-  span.count = p.row_length;
-  span.segment = segment;
-  span.input_stride = p.inner_input_stride;
-  span.weight_base = row_weight;
-  span.weight_stride = p.inner_weight_stride;
-  span.output_row = p.output_row(row);
-  return span;
+  return ItemSpan<T>{static_cast<const T*>(p.input) + row_input, row_weight, item - row * p.segments_per_row,
+                     p.output_row(row)};
 }
 
-// Calls visit(value, weight_offset) for every element of `span` that thread `rank` of `count` threads owns.
-// Unit-stride spans are read with 16-byte loads (an unaligned head and the tail element by element).
+// Calls visit(value, weight_offset) for every element of the row of `span` that thread `rank` of `count` threads
+// owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element).
 template <typename T, typename Visit>
-__device__ __forceinline__ void for_each_element(const ItemSpan<T>& span, bool unit_stride, int64_t rank,
+__device__ __forceinline__ void for_each_element(const HistogramParams& p, const ItemSpan<T>& span, int64_t rank,
                                                  int64_t count, Visit&& visit) {
   const T* __restrict__ input = span.input;
-  const int64_t n = span.count;
-  if (!unit_stride) {
-    for (int64_t i = rank; i < n; i += count) visit(input[i * span.input_stride], span.weight_base + i * span.weight_stride);
+  const int64_t n = p.row_length;
+  if (!p.unit_stride()) {
+    for (int64_t i = rank; i < n; i += count) {
+      visit(input[i * p.inner_input_stride], span.weight_base + i * p.inner_weight_stride);
+    }
     return;
   }
   constexpr int kPerVector = 16 / sizeof(T);
@@ -223,7 +214,6 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
                                               int64_t worker_rank, int64_t worker_threads, Visit&& visit,
                                               Barrier&& barrier, Flush&& flush) {
   const int64_t items = p.rows * p.segments_per_row;
-  const bool unit = p.unit_stride();
   int64_t current_row = -1;
   for (int64_t item = first_item; item < items; item += item_stride) {
     const ItemSpan<T> span = item_span<T>(p, item);
@@ -233,7 +223,7 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
       barrier();  // the bins must be re-zeroed everywhere before the next row adds into them
     }
     current_row = span.output_row;
-    for_each_element(span, unit, span.segment * worker_threads + worker_rank, p.segments_per_row * worker_threads,
+    for_each_element(p, span, span.segment * worker_threads + worker_rank, p.segments_per_row * worker_threads,
                      [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
   }
   if (current_row >= 0) {
@@ -302,24 +292,21 @@ __global__ void __launch_bounds__(kBlockThreads) cluster_tier_kernel(const Histo
   // binary was compiled for sm_90 or newer (see cluster_code_available in dispatch.cu).
 }
 
-// Tier 3: atomics straight into the destination.
+// Tier 3: atomics straight into the destination (no block state, so nothing to flush between items).
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kGlobalThreads) global_tier_kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
   const Binner<T> binner(p);
-  const int64_t items = p.rows * p.segments_per_row;
-  const bool unit = p.unit_stride();
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const detail::ItemSpan<T> span = detail::item_span<T>(p, item);
-    const int64_t rank = span.segment * blockDim.x + threadIdx.x, count = p.segments_per_row * blockDim.x;
-    detail::for_each_element(span, unit, rank, count, [&](T value, int64_t weight_offset) {
-      const int64_t bin = binner(value);
-      if (bin < 0) return;
-      const int64_t flat_bin = span.output_row * p.bins + bin;
-      const Acc add = Policy::contribution(p, flat_bin, weight_offset);
-      if (add != Acc(0)) Policy::add_global(p, flat_bin, add);
-    });
-  }
+  detail::for_each_item<T>(
+      p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+      [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
+        const int64_t bin = binner(value);
+        if (bin < 0) return;
+        const int64_t flat_bin = span.output_row * p.bins + bin;
+        const Acc add = Policy::contribution(p, flat_bin, weight_offset);
+        if (add != Acc(0)) Policy::add_global(p, flat_bin, add);
+      },
+      [] {}, [](int64_t) {});
 }
 
 // Range pass for floating input with no min/max: the min and max of the finite values, as two keys kept with
@@ -329,21 +316,18 @@ __global__ void __launch_bounds__(kRangeThreads) finite_range_kernel(const Histo
   using C = compute_t<T>;
   double lo = 0.0, hi = 0.0;
   bool any = false;
-  const int64_t items = p.rows * p.segments_per_row;
-  const bool unit = p.unit_stride();
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const detail::ItemSpan<T> span = detail::item_span<T>(p, item);
-    const int64_t rank = span.segment * blockDim.x + threadIdx.x, count = p.segments_per_row * blockDim.x;
-    detail::for_each_element(span, unit, rank, count, [&](T value, int64_t) {
-      const C x = to_compute(value);
-      if (is_finite_value(x)) {
-        const double d = static_cast<double>(x);
-        lo = any ? fmin(lo, d) : d;
-        hi = any ? fmax(hi, d) : d;
-        any = true;
-      }
-    });
-  }
+  detail::for_each_item<T>(
+      p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+      [&](const detail::ItemSpan<T>&, T value, int64_t) {
+        const C x = to_compute(value);
+        if (is_finite_value(x)) {
+          const double d = static_cast<double>(x);
+          lo = any ? fmin(lo, d) : d;
+          hi = any ? fmax(hi, d) : d;
+          any = true;
+        }
+      },
+      [] {}, [](int64_t) {});
   uint64_t min_slot = any ? ~encode_range_key(lo) : 0;
   uint64_t max_slot = any ? encode_range_key(hi) : 0;
   for (int offset = 16; offset > 0; offset /= 2) {

@@ -79,7 +79,6 @@ struct HistogramParams {
   WeightType weight_type = WeightType::kNone;
   void* output = nullptr;
   OutputType output_type = OutputType::kInt64;
-  int64_t numel = 0;
   int64_t bins = 0;
   BinMode mode = BinMode::kIndex;
   bool clamp = false;  // out_of_range == "clamp": values outside the bins count in the first / last bin
@@ -104,6 +103,7 @@ struct HistogramParams {
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;
 
+  DSMHIST_HD int64_t elements() const { return rows * row_length; }
   // The histogram that row `row` adds into.
   DSMHIST_HD int64_t output_row(int64_t row) const { return output_row_stride == 0 ? 0 : row; }
   DSMHIST_HD int64_t output_rows() const { return output_row_stride == 0 ? 1 : rows; }
