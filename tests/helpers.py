@@ -1,5 +1,6 @@
 """Test data, device capacities, and a reference histogram written with plain torch ops (independent of the op)."""
 
+import functools
 from typing import Optional
 
 import torch
@@ -21,6 +22,21 @@ def shared_capacity() -> int:
 def cluster_available() -> bool:
     """Whether the op can use the cluster tier here (an sm_90+ device and a build with sm_90 code)."""
     return torch_dsmhist.plan(shared_capacity() + 1).tier == "cluster"
+
+
+@functools.lru_cache(maxsize=None)
+def max_cluster_size() -> int:
+    """The largest cluster the cluster tier can launch here with full shared memory per block (0: no cluster tier)."""
+    if not cluster_available():
+        return 0
+    for size in range(16, 1, -1):
+        try:
+            with torch_dsmhist.force_tier("cluster", cluster_size=size):
+                torch_dsmhist.plan(shared_capacity() * size)
+            return size
+        except ValueError:
+            continue
+    return 0
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -57,9 +73,12 @@ def reference_histogram(
             lo, hi = min, max
         lo_t, hi_t = torch.tensor(lo, dtype=cdt), torch.tensor(hi, dtype=cdt)
         inside = (xc >= lo_t) & (xc <= hi_t)
-        scaled = (xc - lo_t) * bins / (hi_t - lo_t)
-        v = torch.where(inside & (scaled < bins), scaled, torch.zeros_like(scaled)).long()
-        v = torch.where(inside & ~(scaled < bins), torch.full_like(v, bins - 1), v)
+        fbins = torch.tensor(bins, dtype=cdt)
+        # torch.histc's arithmetic; where (hi - lo) * bins overflows, every operand is scaled by 2^-64 first.
+        scale = torch.tensor(1.0 if torch.isfinite((hi_t - lo_t) * fbins) else 2.0**-64, dtype=cdt)
+        scaled = (xc * scale - lo_t * scale) * fbins / (hi_t * scale - lo_t * scale)
+        v = torch.where(inside & (scaled < fbins), scaled, torch.zeros_like(scaled)).long()
+        v = torch.where(inside & ~(scaled < fbins), torch.full_like(v, bins - 1), v)
         keep = inside
         if clamp:
             v = torch.where(xc < lo_t, torch.zeros_like(v), v)

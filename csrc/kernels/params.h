@@ -99,6 +99,9 @@ struct HistogramParams {
   // Set by the launcher: every output row is counted by exactly one block (or cluster), which stores all its bins
   // (no zeroing of the output beforehand, no atomics into it).
   bool store_rows = false;
+  // Set by the launcher: flush a block's bins after every item, not only when the output row changes, so no 32-bit
+  // shared-memory count can wrap however many elements one block sees (only huge or stride-0 inputs need it).
+  bool flush_each_item = false;
   // Cluster tier only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;
@@ -318,21 +321,29 @@ DSMHIST_HD void decode_data_range(const unsigned long long* keys, double* lo, do
 // ---------------------------------------------------------------------------------------------------------------
 
 // Maps a value to its bin, or -1 when it is dropped. One instance per thread, built from the params.
+//
+// Range mode computes torch.histc's (x - lo) * bins / (hi - lo) in compute_t<T>. Where (hi - lo) * bins overflows
+// that precision (a data-derived range like [-3e38, 3e38] in float32, or a huge range with many bins), torch's
+// arithmetic would give inf / inf; there every operand is first scaled by 2^-64, which is exact (bar subnormals,
+// far below one bin's width), so the bins stay right. Where nothing overflows the scale is 1, and x * 1 - lo is
+// bit-identical to x - lo (also when fused into an FMA), so results equal torch.histc's.
 template <typename T>
 struct Binner {
   using C = compute_t<T>;
   BinMode mode;
   bool clamp;
   int64_t bins;
-  C lo, hi, span, fbins;
+  C lo, hi, fbins, scale, scaled_lo, scaled_span;
 
   DSMHIST_HD explicit Binner(const HistogramParams& p) : mode(p.mode), clamp(p.clamp), bins(p.bins) {
     double range_lo = p.lo, range_hi = p.hi;
     if (p.device_range != nullptr) decode_data_range(p.device_range, &range_lo, &range_hi);
     lo = static_cast<C>(range_lo);
     hi = static_cast<C>(range_hi);
-    span = hi - lo;
     fbins = static_cast<C>(bins);
+    scale = is_finite_value((hi - lo) * fbins) ? C(1) : static_cast<C>(5.421010862427522e-20);  // 2^-64
+    scaled_lo = lo * scale;
+    scaled_span = hi * scale - scaled_lo;
   }
 
   DSMHIST_HD int64_t operator()(T value) const {
@@ -346,9 +357,8 @@ struct Binner {
     }
     const C x = to_compute(value);
     if (x >= lo && x <= hi) {
-      // torch.histc's arithmetic, in the same order and precision: (x - lo) * bins / (hi - lo), truncated.
       // x == hi (or rounding just below it) lands in the last bin, as in torch.histc and numpy.
-      const C scaled = (x - lo) * fbins / span;
+      const C scaled = (x * scale - scaled_lo) * fbins / scaled_span;
       return scaled < fbins ? static_cast<int64_t>(scaled) : bins - 1;
     }
     if (!clamp || x != x) return -1;  // NaN is always dropped
