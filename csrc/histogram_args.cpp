@@ -68,7 +68,7 @@ AccKind acc_kind_for(std::optional<at::ScalarType> weight_dtype, at::ScalarType 
 
 HistogramArgs check_histogram_args(const char* op, const at::Tensor& input, int64_t bins, std::optional<double> min,
                                    std::optional<double> max, const std::optional<at::Tensor>& weight,
-                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
+                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool batched) {
   HistogramArgs args;
   TORCH_CHECK_VALUE(input.defined(), op, ": input must be a tensor");
   args.input_type = input_type_of(input.scalar_type(), "input", op);
@@ -132,8 +132,39 @@ HistogramArgs check_histogram_args(const char* op, const at::Tensor& input, int6
     args.acc = AccKind::kCount;
     args.output_dtype = out;
     args.output_type = out == at::kLong ? OutputType::kInt64 : OutputType::kInt32;
+    // A bin can receive every element of its histogram; past 2^31 - 1 of them an int32 count could overflow, which
+    // only a host sync could detect afterwards, so it is refused up front. (histogram_add_ adding into an int32 hist
+    // across calls wraps modulo 2^32, like int32 tensor addition: documented.)
+    const int64_t per_histogram = batched && input.dim() > 0 ? input.size(-1) : input.numel();
+    TORCH_CHECK_VALUE(out == at::kLong || per_histogram <= std::numeric_limits<int32_t>::max(), op,
+                      ": int32 counts cannot hold the count of ", per_histogram, " elements (a bin could exceed ",
+                      "2^31 - 1); use int64 counts (dtype=torch.int64, or an int64 hist for histogram_add_)");
   }
   return args;
+}
+
+at::Tensor allocate_output(const char* op, const HistogramArgs& args, const at::Tensor& input, int64_t bins,
+                           bool batched) {
+  const std::vector<int64_t> shape =
+      batched ? batched_output_shape(op, input, bins) : std::vector<int64_t>{bins};
+  const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(args.output_dtype));
+  int64_t bytes = element_bytes;
+  for (const int64_t size : shape) {
+    TORCH_CHECK_VALUE(!__builtin_mul_overflow(bytes, size, &bytes), op, ": bins=", bins, " gives an output of shape ",
+                      shape, ", whose size in bytes overflows int64");
+  }
+  const auto describe = [&] {
+    return c10::str(op, ": the output for bins=", bins, " (shape ", c10::IntArrayRef(shape), ", ",
+                    args.output_dtype, ", ", static_cast<double>(bytes) / (1 << 30),
+                    " GiB) could not be allocated on ", input.device());
+  };
+  try {
+    return at::empty(shape, input.options().dtype(args.output_dtype));
+  } catch (const c10::OutOfMemoryError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, describe(), ": ", e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, describe(), ": ", e.what_without_backtrace());
+  }
 }
 
 HistogramArgs check_histogram_add_args(const at::Tensor& hist, const at::Tensor& input, std::optional<double> min,

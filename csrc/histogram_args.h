@@ -24,11 +24,18 @@ struct HistogramArgs {
   at::ScalarType output_dtype = at::kLong;
 };
 
-// Checks every argument of histogram() / batched_histogram() (`op` names the op in messages); throws
-// c10::ValueError naming the bad argument and the allowed values.
+// Checks every argument of histogram() / batched_histogram() (`op` names the op in messages; `batched`: one histogram
+// per row of input's last dim); throws c10::ValueError naming the bad argument and the allowed values.
 HistogramArgs check_histogram_args(const char* op, const at::Tensor& input, int64_t bins, std::optional<double> min,
                                    std::optional<double> max, const std::optional<at::Tensor>& weight,
-                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype);
+                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype,
+                                   bool batched = false);
+
+// The output of histogram() ([bins]) or, when `batched`, batched_histogram() ([..., bins]) on input's device. A
+// shape whose size overflows, or an allocation that fails, throws an error naming bins and the bytes asked for
+// (c10::OutOfMemoryError when the allocator ran out of memory).
+at::Tensor allocate_output(const char* op, const HistogramArgs& args, const at::Tensor& input, int64_t bins,
+                           bool batched);
 
 // Checks histogram_add_'s arguments: hist 1-D, on input's device, int32/int64 for counts or float32/float64 for
 // weight sums (the sums accumulate in hist's dtype), and a fixed range for floating input.
@@ -69,6 +76,7 @@ void add_into_contiguous(at::Tensor& hist, AddInto&& add_into) {
 struct TierOverride {
   Tier tier = Tier::kAuto;
   int cluster_size = 0;
+  int max_cluster_size = 0;  // > 0: plan as on a device whose largest launchable cluster has this many blocks
 };
 TierOverride& tier_override();
 

@@ -180,12 +180,12 @@ void check_cpu(const char* op, const at::Tensor& input) {
 at::Tensor histogram_cpu(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                          const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                          std::optional<at::ScalarType> dtype) {
-  const HistogramArgs args =
-      check_histogram_args("dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype);
-  check_cpu("dsmhist.histogram", input);
+  const char* op = "dsmhist.histogram";
+  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
+  check_cpu(op, input);
   at::Tensor in = input;
   std::optional<at::Tensor> w = weight;
-  at::Tensor output = at::empty({bins}, input.options().dtype(args.output_dtype));
+  at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/false);
   HistogramParams p = make_params(args, in, w, bins, output, /*batched=*/false, /*accumulate=*/false);
   run(args, p);
   return output;
@@ -208,9 +208,10 @@ at::Tensor batched_histogram_cpu(const at::Tensor& input, int64_t bins, std::opt
                                  std::optional<double> max, const std::optional<at::Tensor>& weight,
                                  c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
   const char* op = "dsmhist.batched_histogram";
-  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
+  const HistogramArgs args =
+      check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype, /*batched=*/true);
   check_cpu(op, input);
-  at::Tensor output = at::empty(batched_output_shape(op, input, bins), input.options().dtype(args.output_dtype));
+  at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/true);
   at::Tensor in = input;
   std::optional<at::Tensor> w = weight;
   HistogramParams p = make_params(args, in, w, bins, output, /*batched=*/true, /*accumulate=*/false);

@@ -23,6 +23,7 @@ PlanRequest make_request(int device, int64_t bins, InputType input_type, AccKind
   request.acc = acc;
   request.forced_tier = tier_override().tier;
   request.forced_cluster_size = tier_override().cluster_size;
+  request.max_cluster_size = tier_override().max_cluster_size;
   return request;
 }
 
@@ -72,7 +73,7 @@ at::Tensor histogram_cuda(const at::Tensor& input, int64_t bins, std::optional<d
                           std::optional<at::ScalarType> dtype) {
   const char* op = "dsmhist.histogram";
   const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
-  at::Tensor output = at::empty({bins}, input.options().dtype(args.output_dtype));
+  at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/false);
   run_cuda(op, args, input, weight, bins, output, /*batched=*/false, /*accumulate=*/false);
   return output;
 }
@@ -91,8 +92,9 @@ at::Tensor batched_histogram_cuda(const at::Tensor& input, int64_t bins, std::op
                                   std::optional<double> max, const std::optional<at::Tensor>& weight,
                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
   const char* op = "dsmhist.batched_histogram";
-  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype);
-  at::Tensor output = at::empty(batched_output_shape(op, input, bins), input.options().dtype(args.output_dtype));
+  const HistogramArgs args =
+      check_histogram_args(op, input, bins, min, max, weight, out_of_range, dtype, /*batched=*/true);
+  at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/true);
   run_cuda(op, args, input, weight, bins, output, /*batched=*/true, /*accumulate=*/false);
   return output;
 }
