@@ -22,18 +22,22 @@ Tier parse_tier(c10::string_view name) {
                     std::string(name), "\"");
 }
 
-void set_tier_override(c10::string_view tier, int64_t cluster_size) {
+void set_tier_override(c10::string_view tier, int64_t cluster_size, int64_t max_cluster_size) {
   const Tier parsed = parse_tier(tier);
   TORCH_CHECK_VALUE(cluster_size >= 0 && cluster_size <= 16,
                     "dsmhist: cluster_size must be between 1 and 16 (or 0 for the planner's choice), got ",
                     cluster_size);
   TORCH_CHECK_VALUE(cluster_size == 0 || parsed == Tier::kCluster,
                     "dsmhist: cluster_size applies only to tier \"cluster\"");
-  tier_override() = TierOverride{parsed, static_cast<int>(cluster_size)};
+  TORCH_CHECK_VALUE(max_cluster_size >= 0 && max_cluster_size <= 16,
+                    "dsmhist: max_cluster_size must be between 1 and 16 (or 0 for the device's own limit), got ",
+                    max_cluster_size);
+  tier_override() = TierOverride{parsed, static_cast<int>(cluster_size), static_cast<int>(max_cluster_size)};
 }
 
-std::tuple<std::string, int64_t> get_tier_override() {
-  return {tier_name(tier_override().tier), tier_override().cluster_size};
+std::tuple<std::string, int64_t, int64_t> get_tier_override() {
+  const TierOverride& current = tier_override();
+  return {tier_name(current.tier), current.cluster_size, current.max_cluster_size};
 }
 
 std::vector<int64_t> plan_op(int64_t bins, c10::Device device, at::ScalarType input_dtype,
@@ -75,8 +79,8 @@ TORCH_LIBRARY(dsmhist, m) {
       "str out_of_range=\"ignore\", ScalarType? dtype=None) -> Tensor");
   // Introspection and test hooks (not part of the public contract; the Python package wraps them).
   m.def("_plan(int bins, Device device, ScalarType dtype, ScalarType? weight_dtype=None) -> int[]", &plan_op);
-  m.def("_set_tier_override(str tier, int cluster_size=0) -> ()", &set_tier_override);
-  m.def("_get_tier_override() -> (str, int)", &get_tier_override);
+  m.def("_set_tier_override(str tier, int cluster_size=0, int max_cluster_size=0) -> ()", &set_tier_override);
+  m.def("_get_tier_override() -> (str, int, int)", &get_tier_override);
   m.def("_built_with_cuda() -> bool", &built_with_cuda);
 }
 

@@ -13,6 +13,7 @@ from helpers import (
     cluster_available,
     make_index_values,
     make_range_values,
+    max_cluster_size,
     reference_histogram,
     shared_capacity,
 )
@@ -20,17 +21,6 @@ from helpers import (
 import torch_dsmhist
 
 pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
-
-
-def max_cluster_size() -> int:
-    for size in (16, 8):
-        try:
-            with torch_dsmhist.force_tier("cluster", cluster_size=size):
-                torch_dsmhist.plan(shared_capacity() * size)
-            return size
-        except ValueError:
-            continue
-    return 0
 
 
 def tier_variants(bins: int):

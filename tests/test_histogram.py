@@ -373,7 +373,7 @@ def test_force_tier_validates_and_restores():
         with torch_dsmhist.force_tier("shared", cluster_size=2):
             pass
     with torch_dsmhist.force_tier("global"):
-        assert tuple(torch.ops.dsmhist._get_tier_override()) == ("global", 0)
+        assert tuple(torch.ops.dsmhist._get_tier_override()) == ("global", 0, 0)
         # CPU calls ignore the forced CUDA tier.
         check_equal(torch_dsmhist.histogram(torch.tensor([1, 1, 2]), 3), torch.tensor([0, 2, 1]))
-    assert tuple(torch.ops.dsmhist._get_tier_override()) == ("auto", 0)
+    assert tuple(torch.ops.dsmhist._get_tier_override()) == ("auto", 0, 0)

@@ -50,13 +50,15 @@ def histogram(
             is float32 for float16/bfloat16/float32 weights and float64 for float64 weights.
         out_of_range: ``"ignore"`` drops values outside the bins (torch.histc, numpy); ``"clamp"`` counts them in
             the first / last bin. NaN is always dropped.
-        dtype: count dtype without weights: ``torch.int64`` (default) or ``torch.int32`` (wraps modulo 2**32).
+        dtype: count dtype without weights: ``torch.int64`` (default) or ``torch.int32`` (refused with
+            ``ValueError`` when one histogram has more than 2**31 - 1 elements, as a bin could overflow).
         out: optional 1-D tensor ``[bins]`` to write the histogram into (and return). Its dtype is the count or sum
             dtype: int64/int32 without weights, float32/float64 with them.
         accumulate: with ``out``, add to its values instead of replacing them (see :func:`histogram_add_`).
 
     Bins are computed as ``(x - min) * bins / (max - min)`` truncated, in float32 for 8/16-bit integer and
-    16/32-bit float input and in float64 for int32, int64 and float64 input: the arithmetic of ``torch.histc``.
+    16/32-bit float input and in float64 for int32, int64 and float64 input: the arithmetic of ``torch.histc``
+    (except where ``(max - min) * bins`` would overflow: then every operand is first scaled by 2**-64, exactly).
 
     On CUDA the call runs on the current stream, never synchronises with the host and allocates only the output
     (plus 16 bytes when the range comes from the data), so it can be captured in CUDA graphs and compiled with
@@ -96,8 +98,9 @@ def histogram_add_(
     """Add the histogram of ``input`` into ``hist`` in place and return ``hist``: a running histogram.
 
     ``hist`` is a 1-D tensor ``[bins]`` on ``input``'s device and decides the bin count and the dtype the counts
-    accumulate in: int64 or int32 without ``weight`` (int32 wraps modulo 2**32), float32 or float64 with it (every
-    floating weight dtype may add into either). Nothing is zeroed and, on CUDA, nothing synchronises with the host,
+    accumulate in: int64 or int32 without ``weight`` (an int32 ``hist`` wraps modulo 2**32 across calls, as int32
+    tensor addition does; a single call of more than 2**31 - 1 elements into it is refused), float32 or float64
+    with it (every floating weight dtype may add into either). Nothing is zeroed and, on CUDA, nothing synchronises with the host,
     so a loop over a dataset's batches runs asynchronously and can be captured in a CUDA graph.
 
     The other arguments mean what they mean for :func:`histogram`, with one restriction: floating input needs
@@ -253,15 +256,18 @@ def plan(
 
 
 @contextlib.contextmanager
-def force_tier(tier: str, cluster_size: Optional[int] = None) -> Iterator[None]:
+def force_tier(
+    tier: str, cluster_size: Optional[int] = None, *, max_cluster_size: Optional[int] = None
+) -> Iterator[None]:
     """Force the CUDA strategy tier within a ``with`` block, in this thread (tests and benchmarks).
 
     ``tier`` is ``"auto"``, ``"shared"``, ``"cluster"`` or ``"global"``; ``cluster_size`` (1..16, cluster tier only)
-    fixes the cluster size. A forced tier that cannot hold the bins raises ``ValueError`` at the call. CPU calls
-    ignore it.
+    fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose largest launchable cluster is
+    that size (to test devices that cannot run 16-block clusters). A forced tier that cannot hold the bins raises
+    ``ValueError`` at the call. CPU calls ignore it.
     """
     previous = torch.ops.dsmhist._get_tier_override()
-    torch.ops.dsmhist._set_tier_override(tier, cluster_size or 0)
+    torch.ops.dsmhist._set_tier_override(tier, cluster_size or 0, max_cluster_size or 0)
     try:
         yield
     finally:

@@ -28,6 +28,8 @@ constexpr int kMaxClusterSize = 16;
 // A block (or cluster) should see at least this many elements per thread before its bins are worth zeroing and
 // flushing; small inputs get fewer blocks instead.
 constexpr int64_t kMinElementsPerThread = 16;
+// Most elements a block (or cluster) may count between two flushes of its 32-bit shared-memory counters.
+constexpr int64_t kMaxCountsPerFlush = int64_t(UINT32_MAX);
 
 struct DeviceCaps {
   int sm_count = 0;
@@ -187,13 +189,14 @@ PlanStatus plan_cluster(const PlanRequest& request, const DeviceCaps& caps, cons
   const int64_t acc_bytes = accumulator_bytes(request.acc);
   const int first = request.forced_cluster_size > 0 ? request.forced_cluster_size : 2;
   const int last = request.forced_cluster_size > 0 ? request.forced_cluster_size : kMaxClusterSize;
+  const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
   bool fitted = false;
   for (int size = first; size <= last; ++size) {
     const int64_t per_block = ceil_div(request.bins, size);
     const int64_t bytes = per_block * acc_bytes;
     if (bytes > caps.shared_optin) continue;
     fitted = true;
-    if (max_active_clusters(kernels.cluster, request.device, size, bytes) < 1) continue;
+    if (size > launchable || max_active_clusters(kernels.cluster, request.device, size, bytes) < 1) continue;
     plan->tier = Tier::kCluster;
     plan->cluster_size = size;
     plan->threads = kBlockThreads;
@@ -301,6 +304,7 @@ struct LaunchShape {
   int64_t grid = 1;  // blocks (for the cluster tier: blocks, a multiple of the cluster size)
   int threads = kBlockThreads;
   bool store_rows = false;
+  bool flush_each_item = false;
 };
 
 // Cuts rows into segments so that `resident` workers (blocks or clusters) all get an item, but no segment is
@@ -332,8 +336,19 @@ int shared_tier_threads(const HistogramParams& p, const DeviceCaps& caps, int64_
   return static_cast<int>(std::min<int64_t>(kBlockThreads, std::max<int64_t>({64, by_work, by_occupancy})));
 }
 
+// 32-bit shared-memory counts could wrap if a worker counted more than kMaxCountsPerFlush elements into one row's
+// bins before flushing: then every item is flushed on its own and no item is longer than that. Unreachable with
+// memory-resident inputs on today's GPUs (2^32 elements per block), but not with stride-0 (expanded) views.
+void bound_counts_between_flushes(const HistogramParams& p, int64_t workers, LaunchShape* shape) {
+  const int64_t items = p.rows * shape->segments;
+  const int64_t per_worker = ceil_div(items, std::max<int64_t>(workers, 1)) * ceil_div(p.row_length, shape->segments);
+  if (per_worker <= kMaxCountsPerFlush) return;
+  shape->flush_each_item = true;
+  shape->segments = std::max(shape->segments, ceil_div(p.row_length, kMaxCountsPerFlush));
+}
+
 cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, const HistogramPlan& plan,
-                         const DeviceCaps& caps, int device, bool may_store, LaunchShape* shape) {
+                         const DeviceCaps& caps, int device, AccKind acc, bool may_store, LaunchShape* shape) {
   switch (plan.tier) {
     case Tier::kShared: {
       shape->threads = shared_tier_threads(p, caps, plan.shared_bytes);
@@ -357,6 +372,7 @@ cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, con
       shape_stateless(p, caps, kGlobalThreads, shape);
       return cudaSuccess;  // the global tier adds straight into the output: never stores rows
   }
+  if (acc == AccKind::kCount) bound_counts_between_flushes(p, shape->grid / plan.cluster_size, shape);
   shape->store_rows = may_store && p.output_row_stride != 0 && shape->segments == 1;
   return cudaSuccess;
 }
@@ -365,6 +381,7 @@ cudaError_t launch_tier(HistogramParams params, const KernelSet& kernels, const 
                         const LaunchShape& shape, cudaStream_t stream) {
   params.segments_per_row = shape.segments;
   params.store_rows = shape.store_rows;
+  params.flush_each_item = shape.flush_each_item;
   params.bins_per_block = plan.bins_per_block;
   void* args[] = {&params};
   switch (plan.tier) {
@@ -456,7 +473,7 @@ cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& reques
     for (const AccKind pass : {AccKind::kExponent, AccKind::kFixed}) {
       const KernelSet kernels = kernels_for(request.input_type, pass);
       LaunchShape shape;
-      err = shape_launch(params, kernels, plan, caps, request.device, false, &shape);
+      err = shape_launch(params, kernels, plan, caps, request.device, pass, false, &shape);
       if (err == cudaSuccess) err = launch_tier(params, kernels, plan, shape, stream);
       if (err != cudaSuccess) return err;
     }
@@ -468,7 +485,7 @@ cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& reques
 
   const KernelSet kernels = kernels_for(request.input_type, request.acc);
   LaunchShape shape;
-  err = shape_launch(p, kernels, plan, caps, request.device, true, &shape);
+  err = shape_launch(p, kernels, plan, caps, request.device, request.acc, true, &shape);
   if (err != cudaSuccess) return err;
   if (!shape.store_rows && !p.accumulate) {
     err = cudaMemsetAsync(p.output, 0, output_size, stream);

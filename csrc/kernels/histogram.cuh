@@ -207,8 +207,8 @@ __device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Po
 }
 
 // Visits the elements of a worker's items (a worker: a block, or a cluster, of `worker_threads` threads, this one
-// being `worker_rank`); calls flush(row) before moving to an item of another output row and once at the end, with
-// the barriers that flushing needs around it.
+// being `worker_rank`); calls flush(row) before moving to an item of another output row (or to any other item, with
+// p.flush_each_item) and once at the end, with the barriers that flushing needs around it.
 template <typename T, typename Visit, typename Barrier, typename Flush>
 __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
                                               int64_t worker_rank, int64_t worker_threads, Visit&& visit,
@@ -217,7 +217,7 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
   int64_t current_row = -1;
   for (int64_t item = first_item; item < items; item += item_stride) {
     const ItemSpan<T> span = item_span<T>(p, item);
-    if (current_row >= 0 && span.output_row != current_row) {
+    if (current_row >= 0 && (span.output_row != current_row || p.flush_each_item)) {
       barrier();  // every add of the previous row must land before its bins are flushed
       flush(current_row);
       barrier();  // the bins must be re-zeroed everywhere before the next row adds into them

@@ -38,6 +38,7 @@ struct PlanRequest {
   AccKind acc = AccKind::kCount;
   Tier forced_tier = Tier::kAuto;
   int forced_cluster_size = 0;  // 0: the planner chooses
+  int max_cluster_size = 0;     // > 0: treat larger clusters as unlaunchable (tests: a device that cannot run 16)
 };
 
 // The strategy for one call: tier, cluster size, shared memory per block and threads per block.
