@@ -4,8 +4,9 @@
 #
 #   bash benchmarks/device_run.sh [main|ptx|all]     (default: all)
 #
-# main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90), sanitizers (SKIP_SANITIZERS=1 skips them),
-#       benchmarks (tiers, then batched).
+# main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
+#       profile, sanitizers (tests/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
+#       SKIP_BENCH=1 skips them).
 # ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
 # Logs go to $OUT (or ./device_logs), at most 8 files; the last lines printed summarise every step.
 set -uo pipefail
@@ -51,19 +52,18 @@ if [[ $stage == main || $stage == all ]]; then
     cuobjdump --dump-resource-usage torch_dsmhist/_C*.so 2>/dev/null | grep -E "Function|REG" >>"$OUT/build.log"
     run "pytest (sm_90 build)" tests_sm90.log env DSMHIST_EXPECT_CLUSTER=1 python -m pytest tests -q -rs
     run "demo" bench.log python -m torch_dsmhist
+    run "fuzz (device profile)" tests_sm90.log env DSMHIST_FUZZ_PROFILE=device python -m pytest tests/test_fuzz.py -q
     if [[ -n ${SKIP_SANITIZERS:-} ]]; then
       summary+=("sanitizers: skipped (SKIP_SANITIZERS set)")
     else
-      (cd tests && for tool in memcheck racecheck synccheck initcheck; do
-        echo "== $tool"
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 3 python sanitize_tiers.py 2>&1 |
-          grep -E "ERROR SUMMARY|sanitize_tiers:|FAIL|Error|error" | head -20
-        echo "rc=${PIPESTATUS[0]}"
-      done) >"$OUT/sanitizer.log" 2>&1
-      summary+=("sanitizers: $(grep -c '^rc=0' "$OUT/sanitizer.log")/4 clean ($(grep '^rc=' "$OUT/sanitizer.log" | tr '\n' ' '))")
+      run "sanitizers" sanitizer.log python tests/run_sanitizers.py
     fi
-    run "benchmark" bench.log python benchmarks/bench_tiers.py --out-dir "$OUT" ${BENCH_ARGS:-}
-    run "batched benchmark" bench.log python benchmarks/bench_batched.py --out-dir "$OUT"
+    if [[ -n ${SKIP_BENCH:-} ]]; then
+      summary+=("benchmarks: skipped (SKIP_BENCH set)")
+    else
+      run "benchmark" bench.log python benchmarks/bench_tiers.py --out-dir "$OUT" ${BENCH_ARGS:-}
+      run "batched benchmark" bench.log python benchmarks/bench_batched.py --out-dir "$OUT"
+    fi
   fi
 fi
 

@@ -1,14 +1,23 @@
-"""Small runs of every tier and op, forced, for compute-sanitizer (not collected by pytest).
+"""Small runs of every tier and op, forced, for compute-sanitizer (not collected by pytest). run_sanitizers.py runs
+it under every tool; by hand:
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python tests/sanitize_tiers.py
 
 Each case is checked against the reference too; the exit status is non-zero if any case is wrong.
 """
 
+import itertools
 import sys
 
 import torch
-from helpers import cluster_available, make_index_values, make_range_values, reference_histogram, shared_capacity
+from helpers import (
+    cluster_available,
+    make_index_values,
+    make_range_values,
+    max_cluster_size,
+    reference_histogram,
+    shared_capacity,
+)
 
 import torch_dsmhist
 
@@ -48,6 +57,39 @@ def cases(gen: torch.Generator):
                    reference_histogram(f, bins, -0.5, 0.5, weight=w.float()))
 
 
+def boundary_cases(gen: torch.Generator):
+    """Tails and boundaries: lengths around the 16-byte vector width at misaligned starts, in every tier; bin counts
+    at the edge of one block's shared memory; clusters whose every block is (nearly) full."""
+    capacity = shared_capacity()
+    tiers = [("shared", None), ("global", None)] + ([("cluster", 2), ("cluster", 5)] if cluster_available() else [])
+    base = make_index_values(4096, 256, torch.uint8, "uniform", gen).cuda()
+    w = torch.rand(4096, generator=gen).cuda()
+    for tier, size in tiers:
+        label = f"{tier}{size or ''} bins=256"
+        for n in (1, 15, 16, 17, 47):
+            for offset in (0, 1, 7):
+                x = base[offset : offset + n]
+                yield (f"{label} uint8 n={n} offset={offset}", tier, size,
+                       lambda d=x: torch_dsmhist.histogram(d, 256), reference_histogram(x, 256))
+                wx = w[offset : offset + n]
+                yield (f"{label} uint8 weighted n={n} offset={offset}", tier, size,
+                       lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v), reference_histogram(x, 256, weight=wx))
+        rows = base[3 : 3 + 33 * 17].view(33, 17)
+        yield (f"{label} batched 33 rows of 17 at offset 3", tier, size,
+               lambda d=rows: torch_dsmhist.batched_histogram(d, 256, dtype=torch.int32),
+               torch.stack([reference_histogram(r, 256, dtype=torch.int32) for r in rows.cpu()]))
+    x = make_index_values(50021, capacity + 2, torch.int64, "uniform", gen).cuda()
+    for bins in (capacity, capacity + 1):
+        yield (f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})", "auto", None,
+               lambda b=bins: torch_dsmhist.histogram(x, b), reference_histogram(x, bins))
+    if cluster_available():
+        for size in (2, 7, max_cluster_size()):
+            bins = size * capacity - 1
+            y = make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
+            yield (f"cluster{size} bins={bins} (full blocks)", "cluster", size,
+                   lambda d=y, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(y, bins))
+
+
 def deterministic(call):
     torch.use_deterministic_algorithms(True)
     try:
@@ -60,7 +102,7 @@ def main() -> int:
     gen = torch.Generator().manual_seed(1234)
     failures = 0
     count = 0
-    for name, tier, size, call, expected in cases(gen):
+    for name, tier, size, call, expected in itertools.chain(cases(gen), boundary_cases(gen)):
         with torch_dsmhist.force_tier(tier, size):
             out = call().cpu()
         tolerance = 1e-5 if out.dtype == torch.float32 else 1e-9
