@@ -22,15 +22,13 @@ bool is_floating(InputType type) {
          type == InputType::kFloat64;
 }
 
-// min < max, both finite in the precision the bins are computed in. (max - min) may overflow it: the Binner scales
-// such ranges (params.h).
+// Both ends finite in the precision the bins are computed in. (max - min) may overflow it, and min < max may round
+// to min == max in it: the Binner handles both (params.h).
 template <typename C>
 void check_range_in(const char* op, double min, double max) {
   const C lo = static_cast<C>(min), hi = static_cast<C>(max);
   TORCH_CHECK_VALUE(std::isfinite(lo) && std::isfinite(hi), op, ": the range [", min, ", ", max,
                     "] is not finite in the precision the input is binned in");
-  TORCH_CHECK_VALUE(lo < hi, op, ": min (", min, ") must be less than max (", max,
-                    ") in the precision the input is binned in");
 }
 
 }  // namespace

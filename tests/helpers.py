@@ -74,9 +74,13 @@ def reference_histogram(
         lo_t, hi_t = torch.tensor(lo, dtype=cdt), torch.tensor(hi, dtype=cdt)
         inside = (xc >= lo_t) & (xc <= hi_t)
         fbins = torch.tensor(bins, dtype=cdt)
-        # torch.histc's arithmetic; where (hi - lo) * bins overflows, every operand is scaled by 2^-64 first.
-        scale = torch.tensor(1.0 if torch.isfinite((hi_t - lo_t) * fbins) else 2.0**-64, dtype=cdt)
-        scaled = (xc * scale - lo_t * scale) * fbins / (hi_t * scale - lo_t * scale)
+        # torch.histc's arithmetic; where (hi - lo) * bins overflows, every operand is scaled by 2^-64 first; where
+        # min < max round to one value, the value inside goes to the middle bin.
+        if lo_t == hi_t:
+            scaled = torch.full_like(xc, 0.5) * fbins
+        else:
+            scale = torch.tensor(1.0 if torch.isfinite((hi_t - lo_t) * fbins) else 2.0**-64, dtype=cdt)
+            scaled = (xc * scale - lo_t * scale) * fbins / (hi_t * scale - lo_t * scale)
         v = torch.where(inside & (scaled < fbins), scaled, torch.zeros_like(scaled)).long()
         v = torch.where(inside & ~(scaled < fbins), torch.full_like(v, bins - 1), v)
         keep = inside

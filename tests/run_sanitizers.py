@@ -37,7 +37,9 @@ def main() -> int:
         if args.log_dir is not None:
             args.log_dir.mkdir(parents=True, exist_ok=True)
             (args.log_dir / f"sanitizer_{tool}.log").write_text(output)
-        errors = re.findall(r"ERROR SUMMARY: (\d+) error", output)
+        # racecheck reports "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)", the others "ERROR SUMMARY".
+        errors = re.findall(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) error", output)
+        errors = [a or b for a, b in errors]
         cases = re.search(r"sanitize_tiers: (\d+) passed, (\d+) failed", output)
         ok = process.returncode == 0 and errors and all(e == "0" for e in errors) and cases and cases[2] == "0"
         clean += bool(ok)

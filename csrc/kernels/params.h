@@ -341,6 +341,15 @@ struct Binner {
     lo = static_cast<C>(range_lo);
     hi = static_cast<C>(range_hi);
     fbins = static_cast<C>(bins);
+    if (hi == lo) {
+      // min < max that round to one value in C (a constant data range [v - 1, v + 1] with |v| >= 2^24 in float32,
+      // say): the only value inside is the midpoint, and it lands in the middle bin, bins / 2, as in torch.histc
+      // and numpy. scaled = (x * 0 + 0.5) * bins / 1, with no branch per element.
+      scale = C(0);
+      scaled_lo = C(-0.5);
+      scaled_span = C(1);
+      return;
+    }
     scale = is_finite_value((hi - lo) * fbins) ? C(1) : static_cast<C>(5.421010862427522e-20);  // 2^-64
     scaled_lo = lo * scale;
     scaled_span = hi * scale - scaled_lo;
