@@ -185,6 +185,9 @@ def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) 
     As in torch, ``min == max`` takes the range from the data (one synchronisation to read it), and a constant
     range ``[v, v]`` widens to ``[v - 1, v + 1]``. Counts are exact and rounded once to the input dtype (torch
     accumulates in the input dtype, so float16 / bfloat16 counts above 2048 / 256 per bin may differ from torch's).
+    Where torch is wrong or inconsistent it differs: a range whose width overflows the input's precision bins right
+    (torch returns garbage), and a constant float32 input whose ``[v - 1, v + 1]`` rounds to ``[v, v]`` counts in
+    the middle bin on every device (torch's CUDA histc raises there, its CPU histc gives the middle bin).
     """
     if not input.is_floating_point():
         raise RuntimeError(
