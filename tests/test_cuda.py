@@ -1,5 +1,5 @@
 """CUDA-only behaviour: every tier forced on the same data, tier boundaries, no host sync, CUDA graphs, streams,
-inputs past 2^31 elements, and the path a build takes on this device. Skipped without a GPU."""
+and the path a build takes on this device (inputs past 2^31 elements: test_limits.py). Skipped without a GPU."""
 
 import os
 import subprocess
@@ -327,23 +327,3 @@ def test_input_on_a_non_current_device(gen):
     out = torch_dsmhist.histogram(x.to("cuda:1"), 300)
     assert out.device == torch.device("cuda:1")
     assert torch.equal(out.cpu(), reference_histogram(x, 300))
-
-
-@pytest.mark.slow
-def test_more_than_2_pow_31_elements():
-    n = 2**31 + 4099
-    if torch.cuda.mem_get_info()[0] < 3 * n:
-        pytest.skip("not enough GPU memory for a 2^31-element input")
-    x = torch.arange(n, device="cuda", dtype=torch.int64).remainder_(251).to(torch.uint8)
-    expected = torch.full((251,), n // 251, dtype=torch.long)
-    expected[: n % 251] += 1
-    for tier in ("auto", "global"):
-        with torch_dsmhist.force_tier(tier):
-            assert torch.equal(torch_dsmhist.histogram(x, 251).cpu(), expected), tier
-    strided = x[1::2]  # non-contiguous, > 2^30 elements at odd offsets
-    ref = torch.zeros(251, dtype=torch.long)
-    for chunk in strided.split(1 << 28):
-        ref += torch.bincount(chunk.long(), minlength=251).cpu()
-    assert torch.equal(torch_dsmhist.histogram(strided, 251).cpu(), ref)
-    del x, strided
-    torch.cuda.empty_cache()
