@@ -150,7 +150,7 @@ at::Tensor allocate_output(const char* op, const HistogramArgs& args, const at::
   int64_t bytes = element_bytes;
   for (const int64_t size : shape) {
     TORCH_CHECK_VALUE(!__builtin_mul_overflow(bytes, size, &bytes), op, ": bins=", bins, " gives an output of shape ",
-                      shape, ", whose size in bytes overflows int64");
+                      c10::IntArrayRef(shape), ", whose size in bytes overflows int64");
   }
   const auto describe = [&] {
     return c10::str(op, ": the output for bins=", bins, " (shape ", c10::IntArrayRef(shape), ", ",

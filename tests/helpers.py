@@ -39,6 +39,21 @@ def max_cluster_size() -> int:
     return 0
 
 
+def tier_variants(bins: int, cluster_sizes=(1, 2, 3, 4, 8, 16)):
+    """(name, tier, cluster size) for every CUDA tier that can hold `bins` on this device: global, shared, each of
+    `cluster_sizes` the device launches, and the cluster tier with the planner's size."""
+    variants = [("global", "global", None)]
+    if bins <= shared_capacity():
+        variants.append(("shared", "shared", None))
+    if cluster_available():
+        for size in cluster_sizes:
+            if size <= max_cluster_size() and -(-bins // size) <= shared_capacity():
+                variants.append((f"cluster{size}", "cluster", size))
+        if bins <= shared_capacity() * max_cluster_size():
+            variants.append(("cluster-auto", "cluster", None))
+    return variants
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The precision the op bins in: float64 for int32/int64/float64, float32 otherwise."""
     return torch.float64 if dtype in (torch.int32, torch.int64, torch.float64) else torch.float32

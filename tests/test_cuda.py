@@ -16,25 +16,12 @@ from helpers import (
     max_cluster_size,
     reference_histogram,
     shared_capacity,
+    tier_variants,
 )
 
 import torch_dsmhist
 
 pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
-
-
-def tier_variants(bins: int):
-    """(name, tier, cluster size) for every tier that can hold `bins` on this device."""
-    variants = [("global", "global", None)]
-    if bins <= shared_capacity():
-        variants.append(("shared", "shared", None))
-    if cluster_available():
-        for size in (1, 2, 3, 4, 8, 16):
-            if size <= max_cluster_size() and -(-bins // size) <= shared_capacity():
-                variants.append((f"cluster{size}", "cluster", size))
-        if bins <= shared_capacity() * max_cluster_size():
-            variants.append(("cluster-auto", "cluster", None))
-    return variants
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)

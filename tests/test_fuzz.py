@@ -71,10 +71,8 @@ LIMITS = {
     ("device", "cuda"): Limits(2_000_000, 2_000_000, 4_000_000, 1_100_000, 1500),
 }
 
-INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
-FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES
-WEIGHT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+INT_DTYPES, FLOAT_DTYPES, ALL_DTYPES = helpers.INTEGER_DTYPES, helpers.FLOAT_DTYPES, helpers.ALL_DTYPES
+WEIGHT_DTYPES = helpers.WEIGHT_DTYPES
 _DOUBLE_COMPUTE = (torch.int32, torch.int64, torch.float64)
 F32_MAX = float(np.finfo(np.float32).max)
 F64_MAX = float(np.finfo(np.float64).max)

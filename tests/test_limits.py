@@ -16,6 +16,7 @@ from helpers import (
     max_cluster_size,
     reference_histogram,
     shared_capacity,
+    tier_variants,
 )
 
 import torch_dsmhist
@@ -24,13 +25,8 @@ INT32_MAX = 2**31 - 1
 
 
 def tiers_for(bins: int):
-    """(tier, cluster size) of every CUDA tier that can hold `bins` on this device."""
-    tiers = [("global", None)]
-    if bins <= shared_capacity():
-        tiers.append(("shared", None))
-    if cluster_available() and -(-bins // max_cluster_size()) <= shared_capacity():
-        tiers += [("cluster", None), ("cluster", max_cluster_size())]
-    return tiers
+    """(tier, cluster size) of every CUDA tier that can hold `bins`, clusters at the planner's and the largest size."""
+    return [(tier, size) for _, tier, size in tier_variants(bins, cluster_sizes=(max_cluster_size(),))]
 
 
 def repeated_rows(row: torch.Tensor, rows: int) -> torch.Tensor:
