@@ -201,6 +201,30 @@ HistogramArgs check_histogram_add_args(const at::Tensor& hist, const at::Tensor&
   return args;
 }
 
+HistogramArgs check_finite_range_args(const char* op, const at::Tensor& input) {
+  TORCH_CHECK_VALUE(input.defined(), op, ": input must be a tensor");
+  TORCH_CHECK_VALUE(at::isFloatingType(input.scalar_type()), op,
+                    ": input must be floating (float16, bfloat16, float32, float64), got ", input.scalar_type());
+  return check_histogram_args(op, input, 1, std::nullopt, std::nullopt, std::nullopt, "ignore", std::nullopt);
+}
+
+HistogramArgs check_histogram_with_range_keys_args(const char* op, const at::Tensor& input, int64_t bins,
+                                                   const at::Tensor& range_keys,
+                                                   const std::optional<at::Tensor>& weight,
+                                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype,
+                                                   bool batched) {
+  const HistogramArgs args = check_histogram_args(op, input, bins, std::nullopt, std::nullopt, weight, out_of_range,
+                                                  dtype, batched);
+  TORCH_CHECK_VALUE(args.data_range, op, ": input must be floating (only floating input takes its range from the "
+                    "data), got ", input.scalar_type());
+  TORCH_CHECK_VALUE(range_keys.defined() && range_keys.scalar_type() == at::kLong && range_keys.dim() == 1 &&
+                        range_keys.size(0) == 2 && range_keys.is_contiguous(),
+                    op, ": range_keys must be a contiguous int64 tensor of shape [2] (from dsmhist._finite_range_keys)");
+  TORCH_CHECK_VALUE(range_keys.device() == input.device(), op, ": range_keys is on ", range_keys.device(),
+                    " but input is on ", input.device(), "; both must be on the same device");
+  return args;
+}
+
 namespace {
 
 struct Dim {

@@ -43,6 +43,18 @@ HistogramArgs check_histogram_add_args(const at::Tensor& hist, const at::Tensor&
                                        std::optional<double> max, const std::optional<at::Tensor>& weight,
                                        c10::string_view out_of_range);
 
+// Checks dsmhist._finite_range_keys's input: floating (only floating input takes its range from the data).
+HistogramArgs check_finite_range_args(const char* op, const at::Tensor& input);
+
+// Checks dsmhist._histogram_with_range_keys's arguments: those of histogram() / batched_histogram() without min and
+// max, for floating input, and range_keys an int64 tensor [2] on input's device holding the keys of
+// _finite_range_keys (merged across ranks).
+HistogramArgs check_histogram_with_range_keys_args(const char* op, const at::Tensor& input, int64_t bins,
+                                                   const at::Tensor& range_keys,
+                                                   const std::optional<at::Tensor>& weight,
+                                                   c10::string_view out_of_range, std::optional<at::ScalarType> dtype,
+                                                   bool batched);
+
 // Maps a torch dtype to an input type; throws naming `argument` when the dtype is not supported.
 InputType input_type_of(at::ScalarType dtype, const char* argument, const char* op = "dsmhist.histogram");
 

@@ -77,6 +77,13 @@ TORCH_LIBRARY(dsmhist, m) {
   m.def(
       "batched_histogram(Tensor input, int bins, float? min=None, float? max=None, Tensor? weight=None, "
       "str out_of_range=\"ignore\", ScalarType? dtype=None) -> Tensor");
+  // For torch_dsmhist.distributed (not part of the public contract): a data-derived range merged across ranks. The
+  // keys ([2] int64) of floating input's finite min and max; the keys of several inputs merge by an elementwise max
+  // once their sign bits are flipped (unsigned order as signed). Then the histogram binned over merged keys.
+  m.def("_finite_range_keys(Tensor input) -> Tensor");
+  m.def(
+      "_histogram_with_range_keys(Tensor input, int bins, Tensor range_keys, Tensor? weight=None, "
+      "str out_of_range=\"ignore\", ScalarType? dtype=None, bool batched=False) -> Tensor");
   // Introspection and test hooks (not part of the public contract; the Python package wraps them).
   m.def("_plan(int bins, Device device, ScalarType dtype, ScalarType? weight_dtype=None) -> int[]", &plan_op);
   m.def("_set_tier_override(str tier, int cluster_size=0, int max_cluster_size=0) -> ()", &set_tier_override);

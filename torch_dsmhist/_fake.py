@@ -76,3 +76,30 @@ def _batched_histogram_fake(
     torch._check_value(input.dim() >= 1, lambda: "dsmhist.batched_histogram: input must have at least 1 dim")
     _check_weight("dsmhist.batched_histogram", input, weight)
     return input.new_empty((*input.shape[:-1], bins), dtype=_output_dtype(weight, dtype))
+
+
+@torch.library.register_fake("dsmhist::_finite_range_keys")
+def _finite_range_keys_fake(input: torch.Tensor) -> torch.Tensor:
+    torch._check_value(
+        input.dtype.is_floating_point,
+        lambda: f"dsmhist._finite_range_keys: input must be floating, got {input.dtype}",
+    )
+    return input.new_empty((2,), dtype=torch.int64)
+
+
+@torch.library.register_fake("dsmhist::_histogram_with_range_keys")
+def _histogram_with_range_keys_fake(
+    input: torch.Tensor,
+    bins: int,
+    range_keys: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+    batched: bool = False,
+) -> torch.Tensor:
+    op = "dsmhist._histogram_with_range_keys"
+    torch._check_value(bins > 0, lambda: f"{op}: bins must be > 0, got {bins}")
+    torch._check_value(not batched or input.dim() >= 1, lambda: f"{op}: batched input must have at least 1 dim")
+    _check_weight(op, input, weight)
+    shape = (*input.shape[:-1], bins) if batched else (bins,)
+    return input.new_empty(shape, dtype=_output_dtype(weight, dtype))

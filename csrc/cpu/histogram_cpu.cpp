@@ -40,16 +40,17 @@ void for_each_element(const HistogramParams& p, int64_t begin, int64_t end, Visi
   }
 }
 
+struct FiniteMinMax {
+  bool any = false;
+  double lo = 0.0, hi = 0.0;
+};
+
 // The finite min and max of the input, as torch.histc takes its range when none is given.
 template <typename T>
-void data_range(const HistogramParams& p, double* lo, double* hi) {
-  struct MinMax {
-    bool any = false;
-    double lo = 0.0, hi = 0.0;
-  };
-  const MinMax total = at::parallel_reduce(
-      0, p.elements(), kMinElementsPerChunk, MinMax{},
-      [&](int64_t begin, int64_t end, MinMax acc) {
+FiniteMinMax finite_min_max(const HistogramParams& p) {
+  return at::parallel_reduce(
+      0, p.elements(), kMinElementsPerChunk, FiniteMinMax{},
+      [&](int64_t begin, int64_t end, FiniteMinMax acc) {
         for_each_element<T>(p, begin, end, [&](T value, int64_t, int64_t) {
           const auto x = to_compute(value);
           if (!is_finite_value(x)) return;
@@ -60,11 +61,16 @@ void data_range(const HistogramParams& p, double* lo, double* hi) {
         });
         return acc;
       },
-      [](MinMax a, MinMax b) {
+      [](FiniteMinMax a, FiniteMinMax b) {
         if (!a.any) return b;
         if (!b.any) return a;
-        return MinMax{true, std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
+        return FiniteMinMax{true, std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
       });
+}
+
+template <typename T>
+void data_range(const HistogramParams& p, double* lo, double* hi) {
+  const FiniteMinMax total = finite_min_max<T>(p);
   finalize_data_range(total.any, total.lo, total.hi, lo, hi);
 }
 
@@ -154,7 +160,11 @@ void histogram_typed(HistogramParams& p, const HistogramArgs& args) {
     if (!p.accumulate) std::memset(p.output, 0, static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type)));
     return;
   }
-  if (args.data_range) data_range<T>(p, &p.lo, &p.hi);
+  if (p.device_range != nullptr) {
+    decode_data_range(p.device_range, &p.lo, &p.hi);
+  } else if (args.data_range) {
+    data_range<T>(p, &p.lo, &p.hi);
+  }
   switch (p.output_type) {
     case OutputType::kInt32:
       return accumulate<T, int64_t>(p, static_cast<int32_t*>(p.output));
@@ -219,10 +229,47 @@ at::Tensor batched_histogram_cpu(const at::Tensor& input, int64_t bins, std::opt
   return output;
 }
 
+at::Tensor finite_range_keys_cpu(const at::Tensor& input) {
+  const char* op = "dsmhist._finite_range_keys";
+  const HistogramArgs args = check_finite_range_args(op, input);
+  check_cpu(op, input);
+  at::Tensor keys = at::zeros({2}, input.options().dtype(at::kLong));
+  at::Tensor in = input;
+  std::optional<at::Tensor> no_weight;
+  const HistogramParams p = make_params(args, in, no_weight, /*bins=*/1, keys, /*batched=*/false, false);
+  FiniteMinMax total;
+  visit_input_type(args.input_type,
+                   [&](auto tag) { total = finite_min_max<typename decltype(tag)::type>(p); });
+  if (total.any) {  // the encoding of the CUDA range pass; zeros mean "no finite value"
+    int64_t* slots = keys.mutable_data_ptr<int64_t>();
+    slots[0] = static_cast<int64_t>(~encode_range_key(total.lo));
+    slots[1] = static_cast<int64_t>(encode_range_key(total.hi));
+  }
+  return keys;
+}
+
+at::Tensor histogram_with_range_keys_cpu(const at::Tensor& input, int64_t bins, const at::Tensor& range_keys,
+                                         const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
+                                         std::optional<at::ScalarType> dtype, bool batched) {
+  const char* op = "dsmhist._histogram_with_range_keys";
+  const HistogramArgs args =
+      check_histogram_with_range_keys_args(op, input, bins, range_keys, weight, out_of_range, dtype, batched);
+  check_cpu(op, input);
+  at::Tensor output = allocate_output(op, args, input, bins, batched);
+  at::Tensor in = input;
+  std::optional<at::Tensor> w = weight;
+  HistogramParams p = make_params(args, in, w, bins, output, batched, /*accumulate=*/false);
+  p.device_range = static_cast<const unsigned long long*>(range_keys.const_data_ptr());
+  run(args, p);
+  return output;
+}
+
 TORCH_LIBRARY_IMPL(dsmhist, CPU, m) {
   m.impl("histogram", &histogram_cpu);
   m.impl("histogram_add_", &histogram_add_cpu);
   m.impl("batched_histogram", &batched_histogram_cpu);
+  m.impl("_finite_range_keys", &finite_range_keys_cpu);
+  m.impl("_histogram_with_range_keys", &histogram_with_range_keys_cpu);
 }
 
 }  // namespace dsmhist

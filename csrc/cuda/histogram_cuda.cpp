@@ -40,22 +40,25 @@ HistogramPlan plan_or_throw(const char* op, const PlanRequest& request) {
 }
 
 // Plans, builds the params and launches one call on the current stream of input's device. Scratch (the range keys,
-// the deterministic sums) is allocated through the caching allocator on that stream.
+// the deterministic sums) is allocated through the caching allocator on that stream. `given_range_keys`: for a
+// data-derived range, keys already merged across ranks (torch_dsmhist.distributed) instead of this input's own.
 void run_cuda(const char* op, const HistogramArgs& args, const at::Tensor& input,
               const std::optional<at::Tensor>& weight, int64_t bins, at::Tensor& output, bool batched,
-              bool accumulate) {
+              bool accumulate, const at::Tensor* given_range_keys = nullptr) {
   TORCH_CHECK(input.is_cuda(), op, " (CUDA): input must be on a CUDA device, got ", input.device());
   const c10::cuda::CUDAGuard guard(input.device());
   const PlanRequest request = make_request(input.get_device(), bins, args.input_type, args.acc);
   const HistogramPlan plan = plan_or_throw(op, request);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
   at::Tensor in = input;
   std::optional<at::Tensor> w = weight;
   HistogramParams params = make_params(args, in, w, bins, output, batched, accumulate);
   at::Tensor range_keys;  // two 64-bit keys: the data's finite min and max, found on the device
   if (args.data_range) {
-    range_keys = at::empty({2}, input.options().dtype(at::kLong));
+    range_keys = given_range_keys ? *given_range_keys : at::empty({2}, input.options().dtype(at::kLong));
     params.device_range = static_cast<const unsigned long long*>(range_keys.const_data_ptr());
+    if (!given_range_keys) C10_CUDA_CHECK(launch_finite_range(params, request, stream));
   }
   at::Tensor deterministic_scratch;
   if (args.acc == AccKind::kFixed) {
@@ -63,7 +66,7 @@ void run_cuda(const char* op, const HistogramArgs& args, const at::Tensor& input
     deterministic_scratch = at::empty({bytes / 8}, input.options().dtype(at::kLong));
     params.deterministic.sums = static_cast<unsigned long long*>(deterministic_scratch.mutable_data_ptr());
   }
-  C10_CUDA_CHECK(launch_histogram(params, request, plan, c10::cuda::getCurrentCUDAStream()));
+  C10_CUDA_CHECK(launch_histogram(params, request, plan, stream));
 }
 
 }  // namespace
@@ -99,6 +102,32 @@ at::Tensor batched_histogram_cuda(const at::Tensor& input, int64_t bins, std::op
   return output;
 }
 
+at::Tensor finite_range_keys_cuda(const at::Tensor& input) {
+  const char* op = "dsmhist._finite_range_keys";
+  const HistogramArgs args = check_finite_range_args(op, input);
+  TORCH_CHECK(input.is_cuda(), op, " (CUDA): input must be on a CUDA device, got ", input.device());
+  const c10::cuda::CUDAGuard guard(input.device());
+  at::Tensor keys = at::empty({2}, input.options().dtype(at::kLong));
+  at::Tensor in = input;
+  std::optional<at::Tensor> no_weight;
+  HistogramParams params = make_params(args, in, no_weight, /*bins=*/1, keys, /*batched=*/false, /*accumulate=*/false);
+  params.device_range = static_cast<const unsigned long long*>(keys.const_data_ptr());
+  const PlanRequest request = make_request(input.get_device(), 1, args.input_type, args.acc);
+  C10_CUDA_CHECK(launch_finite_range(params, request, c10::cuda::getCurrentCUDAStream()));
+  return keys;
+}
+
+at::Tensor histogram_with_range_keys_cuda(const at::Tensor& input, int64_t bins, const at::Tensor& range_keys,
+                                          const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
+                                          std::optional<at::ScalarType> dtype, bool batched) {
+  const char* op = "dsmhist._histogram_with_range_keys";
+  const HistogramArgs args =
+      check_histogram_with_range_keys_args(op, input, bins, range_keys, weight, out_of_range, dtype, batched);
+  at::Tensor output = allocate_output(op, args, input, bins, batched);
+  run_cuda(op, args, input, weight, bins, output, batched, /*accumulate=*/false, &range_keys);
+  return output;
+}
+
 std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarType input_dtype,
                                std::optional<at::ScalarType> weight_dtype) {
   const int64_t device_count = c10::cuda::device_count();
@@ -118,6 +147,8 @@ TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) {
   m.impl("histogram", &histogram_cuda);
   m.impl("histogram_add_", &histogram_add_cuda);
   m.impl("batched_histogram", &batched_histogram_cuda);
+  m.impl("_finite_range_keys", &finite_range_keys_cuda);
+  m.impl("_histogram_with_range_keys", &histogram_with_range_keys_cuda);
 }
 
 }  // namespace dsmhist

@@ -434,6 +434,23 @@ __global__ void __launch_bounds__(256) fixed_point_finalize_kernel(const Histogr
 
 int64_t deterministic_scratch_bytes(int64_t output_bins) { return output_bins * 16; }
 
+cudaError_t launch_finite_range(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream) {
+  // Zeroed slots mean "no finite value seen", the answer for an empty input.
+  cudaError_t err =
+      cudaMemsetAsync(const_cast<unsigned long long*>(p.device_range), 0, 2 * sizeof(unsigned long long), stream);
+  if (err != cudaSuccess || p.elements() == 0) return err;
+  DeviceCaps caps;
+  err = device_caps(request.device, &caps);
+  if (err != cudaSuccess) return err;
+  HistogramParams params = p;
+  LaunchShape shape;
+  shape_stateless(p, caps, kRangeThreads, &shape);
+  params.segments_per_row = shape.segments;
+  void* args[] = {&params};
+  return cudaLaunchKernel(kernels_for(request.input_type, request.acc).finite_range,
+                          dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args, 0, stream);
+}
+
 cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                              cudaStream_t stream) {
   const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
@@ -443,19 +460,6 @@ cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& reques
   DeviceCaps caps;
   cudaError_t err = device_caps(request.device, &caps);
   if (err != cudaSuccess) return err;
-
-  if (p.device_range != nullptr) {
-    err = cudaMemsetAsync(const_cast<unsigned long long*>(p.device_range), 0, 2 * sizeof(unsigned long long), stream);
-    if (err != cudaSuccess) return err;
-    HistogramParams params = p;
-    LaunchShape shape;
-    shape_stateless(p, caps, kRangeThreads, &shape);
-    params.segments_per_row = shape.segments;
-    void* args[] = {&params};
-    err = cudaLaunchKernel(kernels_for(request.input_type, request.acc).finite_range,
-                           dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args, 0, stream);
-    if (err != cudaSuccess) return err;
-  }
 
   if (request.acc == AccKind::kFixed) {
     // Three steps, all order-independent: the largest weight exponent of every bin, the fixed-point sums in that

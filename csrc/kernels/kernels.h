@@ -68,9 +68,16 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
 // (output rows * bins); the caller points p.deterministic.sums at it (8-byte aligned), the launcher does the rest.
 int64_t deterministic_scratch_bytes(int64_t output_bins);
 
-// Runs one call on `stream`: the range pass when p.device_range is set, then the planned tier (zeroing the output
-// first unless p.accumulate or every row is stored whole), or the three deterministic steps for AccKind::kFixed.
-// Never synchronises with the host.
+// The range pass for floating input with no min/max: writes the finite min and max of p's elements to
+// p.device_range on `stream`, as two order-preserving keys (see encode_range_key; zeros for an input with no finite
+// value). Keys of several inputs merge by taking the larger of each slot as unsigned integers, which is how a
+// distributed call combines the ranks' ranges before binning.
+cudaError_t launch_finite_range(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
+
+// Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored
+// whole), or the three deterministic steps for AccKind::kFixed. When p.device_range is set, the keys must already be
+// there (launch_finite_range earlier on the same stream, or keys merged across ranks). Never synchronises with the
+// host.
 cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                              cudaStream_t stream);
 

@@ -83,8 +83,8 @@ struct HistogramParams {
   BinMode mode = BinMode::kIndex;
   bool clamp = false;  // out_of_range == "clamp": values outside the bins count in the first / last bin
   double lo = 0.0, hi = 0.0;  // the range for kRange, unless device_range is set
-  // When set, the range is the data's finite min and max, written here on the device by the range pass
-  // (encoded as two order-preserving 64-bit keys; see encode_range_key).
+  // When set, the range is the data's finite min and max, written here on the device by the range pass (or merged
+  // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_range_key.
   const unsigned long long* device_range = nullptr;
 
   int64_t rows = 1;
