@@ -6,6 +6,7 @@ import zlib
 
 import pytest
 import torch
+import torch.distributed
 
 import torch_dsmhist
 
@@ -32,5 +33,11 @@ def gen(request) -> torch.Generator:
 
 
 cuda_only = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
+
+TWO_GPUS = CUDA_OK and torch.cuda.device_count() >= 2 and torch.distributed.is_available() and \
+    torch.distributed.is_nccl_available()
+needs_two_gpus = pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs, NCCL and a CUDA build")
+# Multi-process runs keep NVLink multicast off (the 2-GPU device machines require it; nothing changes on a CPU).
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 DEVICES = ["cpu", pytest.param("cuda", marks=cuda_only)]

@@ -1,12 +1,13 @@
 """Smoke tests: every example in examples/ runs as its docstring says (small sizes), on every device, and writes
 its PNG files. The examples check their own results and print "<name>: ok"."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEVICES
+from conftest import DEVICES, MULTICAST_OFF, needs_two_gpus
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -43,3 +44,16 @@ def test_image_equalize(device, tmp_path):
                 cwd=tmp_path)
     for name in ("equalize_images.png", "equalize_histograms.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_two_gpus)])
+def test_distributed_histogram(device, tmp_path):
+    """The README's torchrun command (as `python -m torch.distributed.run`, the same launcher), 2 processes."""
+    env = {**os.environ, **MULTICAST_OFF}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         str(EXAMPLES / "distributed_histogram.py"), "--device", device, "--tokens", "200003"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )
+    assert result.returncode == 0, f"failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    assert result.stdout.strip().endswith("distributed_histogram: ok"), result.stdout[-2000:]

@@ -8,6 +8,9 @@ The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a type
 * :func:`batched_histogram` — one histogram per row of ``[..., N]``;
 * :func:`bincount`, :func:`histc` — drop-ins returning what ``torch.bincount`` / ``torch.histc`` return;
 * :func:`plan` — the strategy the op would use on a device; :func:`force_tier` — force one (tests, benchmarks).
+
+:mod:`torch_dsmhist.distributed` (imported on use) gives global histograms of data sharded across processes through
+``torch.distributed``.
 """
 
 import torch  # noqa: F401  (loads libtorch, which _C links against)

@@ -1,0 +1,467 @@
+"""The distributed scenarios, run by every rank of a torchrun launch (tests/test_distributed.py starts it).
+
+    python -m torch.distributed.run --standalone --nproc-per-node=2 tests/distributed_scenarios.py \\
+        --backend gloo --device cpu --out DIR [--seed N]
+
+Every rank draws every rank's shard from the same seeded generator, so each can compare its distributed result
+with the single-process op on the concatenated data and with the independent reference in helpers.py. Each rank
+writes DIR/rank<R>.json: scenario name -> "ok", "skip: why" or the failure's traceback, rewritten after every
+scenario so a hang still leaves the finished ones behind.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import traceback
+import zlib
+from typing import Callable, Dict, List
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch_dsmhist  # noqa: E402
+import torch_dsmhist.distributed as dh  # noqa: E402
+from helpers import DISTRIBUTIONS, make_index_values, make_range_values, reference_histogram, sprinkle_specials  # noqa: E402
+
+
+class Skip(Exception):
+    pass
+
+
+class Context:
+    def __init__(self, rank: int, world: int, device: torch.device, seed: int):
+        self.rank, self.world, self.device, self.seed = rank, world, device, seed
+        self.name = ""
+
+    def gen(self, salt: str = "") -> torch.Generator:
+        """The same generator on every rank (seeded by run seed, scenario and salt)."""
+        g = torch.Generator()
+        g.manual_seed(self.seed ^ zlib.crc32(f"{self.name}/{salt}".encode()))
+        return g
+
+    def shards(self, salt: str, make: Callable[[int, torch.Generator], torch.Tensor]) -> List[torch.Tensor]:
+        """Every rank's shard, `make(rank, gen)` on the CPU then moved to this rank's device."""
+        g = self.gen(salt)
+        return [make(r, g).to(self.device) for r in range(self.world)]
+
+
+SCENARIOS: Dict[str, Callable[[Context], None]] = {}
+CUDA_ONLY = set()
+
+
+def scenario(cuda_only: bool = False):
+    def register(fn):
+        SCENARIOS[fn.__name__] = fn
+        if cuda_only:
+            CUDA_ONLY.add(fn.__name__)
+        return fn
+
+    return register
+
+
+def expect_equal(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    got, want = got.cpu(), want.cpu()
+    if not torch.equal(got, want):
+        bad = (got != want).nonzero()[:5].flatten().tolist()
+        raise AssertionError(f"{what}: differs at {bad}: got {got.flatten()[bad].tolist()}, "
+                             f"expected {want.flatten()[bad].tolist()}")
+
+
+def expect_raises(kind, fragment: str, call: Callable[[], object], what: str) -> None:
+    try:
+        call()
+    except kind as exc:
+        assert fragment in str(exc), f"{what}: message {str(exc)!r} lacks {fragment!r}"
+        return
+    raise AssertionError(f"{what}: expected {kind.__name__} mentioning {fragment!r}")
+
+
+def flat_cat(shards: List[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([s.reshape(-1) for s in shards])
+
+
+def odd_size(g: torch.Generator, high: int = 6000) -> int:
+    return 1 + 2 * int(torch.randint(0, high // 2, (1,), generator=g))
+
+
+def strided(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """x as a non-contiguous view at an odd storage offset (the same values)."""
+    base = torch.zeros(3 * x.numel() + 5, dtype=x.dtype)
+    view = base[5::3][: x.numel()]
+    view.copy_(x.reshape(-1))
+    return view
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@scenario()
+def index_mode_uneven_shards(ctx: Context) -> None:
+    for dtype in (torch.uint8, torch.int16, torch.int32, torch.int64):
+        for distribution in DISTRIBUTIONS:
+            bins = 200 if dtype == torch.uint8 else 1000
+            shards = ctx.shards(f"{dtype}{distribution}", lambda r, g: strided(
+                make_index_values(odd_size(g), bins, dtype, distribution, g), g))
+            got = dh.histogram(shards[ctx.rank], bins)
+            whole = flat_cat(shards)
+            what = f"{dtype} {distribution}"
+            expect_equal(got, torch_dsmhist.histogram(whole, bins), what)
+            expect_equal(got, reference_histogram(whole, bins), what + " vs reference")
+            if distribution == "uniform":
+                clamped = dh.histogram(shards[ctx.rank], bins, out_of_range="clamp")
+                expect_equal(clamped, reference_histogram(whole, bins, out_of_range="clamp"), what + " clamp")
+
+
+@scenario()
+def one_rank_empty(ctx: Context) -> None:
+    ints = ctx.shards("int", lambda r, g: torch.randint(0, 50, (0 if r == 0 else 777,), generator=g))
+    expect_equal(dh.histogram(ints[ctx.rank], 50), reference_histogram(flat_cat(ints), 50), "index")
+    floats = ctx.shards("float", lambda r, g: torch.randn(0 if r == 0 else 555, generator=g) * 9 + 4)
+    expect_equal(dh.histogram(floats[ctx.rank], 33), reference_histogram(flat_cat(floats), 33), "data range")
+    nothing = ctx.shards("none", lambda r, g: torch.empty(0))
+    expect_equal(dh.histogram(nothing[ctx.rank], 8), torch.zeros(8, dtype=torch.int64), "every rank empty")
+
+
+@scenario()
+def given_range(ctx: Context) -> None:
+    for dtype in (torch.float16, torch.float32, torch.float64, torch.int16, torch.int64):
+        for distribution in DISTRIBUTIONS:
+            lo, hi = -3.5, 40.25
+            shards = ctx.shards(f"{dtype}{distribution}", lambda r, g: make_range_values(
+                odd_size(g), lo, hi, dtype, distribution, g))
+            whole = flat_cat(shards)
+            for out_of_range in ("ignore", "clamp"):
+                got = dh.histogram(shards[ctx.rank], 97, lo, hi, out_of_range=out_of_range)
+                what = f"{dtype} {distribution} {out_of_range}"
+                expect_equal(got, torch_dsmhist.histogram(whole, 97, lo, hi, out_of_range=out_of_range), what)
+                expect_equal(got, reference_histogram(whole, 97, lo, hi, out_of_range=out_of_range), what + " ref")
+
+
+@scenario()
+def data_range_merged_across_ranks(ctx: Context) -> None:
+    # Each rank's data covers a different interval: binning by a local range would give other bin edges.
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        for bins in (7, 1000):
+            shards = ctx.shards(f"{dtype}{bins}", lambda r, g: sprinkle_specials(
+                (torch.randn(odd_size(g), generator=g, dtype=torch.float64) * (r + 1) * 10 + 100 * r).to(dtype), g))
+            whole = flat_cat(shards)
+            got = dh.histogram(shards[ctx.rank], bins)
+            expect_equal(got, torch_dsmhist.histogram(whole, bins), f"{dtype} bins={bins}")
+            expect_equal(got, reference_histogram(whole, bins), f"{dtype} bins={bins} vs reference")
+
+
+@scenario()
+def data_range_constant_values(ctx: Context) -> None:
+    same = ctx.shards("same", lambda r, g: torch.full((11 + r,), 3.0))
+    expect_equal(dh.histogram(same[ctx.rank], 4), reference_histogram(flat_cat(same), 4), "one value: [v-1, v+1]")
+    differ = ctx.shards("differ", lambda r, g: torch.full((5,), 3.0 + 2 * r))
+    expect_equal(dh.histogram(differ[ctx.rank], 4), reference_histogram(flat_cat(differ), 4), "a value per rank")
+    specials = ctx.shards("specials", lambda r, g: torch.tensor([float("nan"), float("inf")] if r else [float("-inf")]))
+    expect_equal(dh.histogram(specials[ctx.rank], 4), torch.zeros(4, dtype=torch.int64), "no finite value anywhere")
+
+
+@scenario()
+def weighted_sums(ctx: Context) -> None:
+    # Integer-valued weights: every partial sum is exact, so the cross-rank sum must equal the reference exactly.
+    for weight_dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        data = ctx.shards(f"x{weight_dtype}", lambda r, g: torch.randn(odd_size(g), generator=g) * (1 + r))
+        weights = ctx.shards(f"w{weight_dtype}", lambda r, g: torch.randint(
+            -4, 5, (data[r].numel(),), generator=g).to(weight_dtype))
+        x, w = data[ctx.rank], weights[ctx.rank]
+        whole, whole_w = flat_cat(data), flat_cat(weights)
+        for lo, hi in ((None, None), (-2.0, 2.0)):
+            got = dh.histogram(x, 64, lo, hi, weight=w)
+            expect_equal(got, reference_histogram(whole, 64, lo, hi, weight=whole_w), f"{weight_dtype} range={lo}")
+
+
+@scenario()
+def int32_counts(ctx: Context) -> None:
+    shards = ctx.shards("x", lambda r, g: torch.randint(0, 300, (odd_size(g),), generator=g, dtype=torch.int32))
+    got = dh.histogram(shards[ctx.rank], 300, dtype=torch.int32)
+    expect_equal(got, reference_histogram(flat_cat(shards), 300, dtype=torch.int32), "int32 counts")
+
+
+@scenario()
+def int32_counts_refused_past_int32_max_across_ranks(ctx: Context) -> None:
+    # Each rank alone fits int32 (2^30 elements, a stride-0 view); together they do not.
+    x = torch.zeros(1, dtype=torch.uint8, device=ctx.device).expand(1 << 30)
+    expect_raises(ValueError, "int32 counts cannot hold", lambda: dh.histogram(x, 4, dtype=torch.int32), "histogram")
+    hist = torch.zeros(4, dtype=torch.int32, device=ctx.device)
+    expect_raises(ValueError, "int32 counts cannot hold", lambda: dh.histogram_add_(hist, x), "histogram_add_")
+    expect_equal(hist, torch.zeros(4, dtype=torch.int32), "hist untouched after the refusal")
+
+
+@scenario()
+def histogram_add_running(ctx: Context) -> None:
+    cases = [
+        (torch.int64, None, None),
+        (torch.int32, None, None),
+        (torch.float64, torch.float32, (-1.0, 1.0)),
+        (torch.float32, torch.float16, (-1.0, 1.0)),
+    ]
+    for hist_dtype, weight_dtype, bounds in cases:
+        bins = 129
+        start = torch.randint(0, 1000, (bins,), generator=ctx.gen(f"start{hist_dtype}")).to(hist_dtype)
+        backing = torch.zeros(2 * bins, dtype=hist_dtype, device=ctx.device)
+        hist = backing[::2]  # non-contiguous
+        hist.copy_(start)
+        expected = start.clone()
+        for step in range(3):
+            lo, hi = bounds if bounds else (None, None)
+            if bounds:
+                data = ctx.shards(f"{hist_dtype}{step}", lambda r, g: torch.rand(odd_size(g), generator=g) * 2.4 - 1.2)
+                weights = ctx.shards(f"w{hist_dtype}{step}", lambda r, g: torch.randint(
+                    -3, 4, (data[r].numel(),), generator=g).to(weight_dtype))
+                w, whole_w = weights[ctx.rank], flat_cat(weights)
+            else:
+                data = ctx.shards(f"{hist_dtype}{step}", lambda r, g: torch.randint(
+                    -2, bins + 2, (odd_size(g),), generator=g))
+                w, whole_w = None, None
+            returned = dh.histogram_add_(hist, data[ctx.rank], lo, hi, weight=w)
+            assert returned is hist, "histogram_add_ returns hist"
+            step_hist = reference_histogram(flat_cat(data), bins, lo, hi, weight=whole_w)
+            expected = expected + step_hist.to(hist_dtype)
+            expect_equal(hist, expected, f"{hist_dtype} after step {step}")
+
+
+@scenario()
+def out_replace_and_accumulate(ctx: Context) -> None:
+    bins = 61
+    shards = ctx.shards("x", lambda r, g: torch.randint(0, bins, (odd_size(g),), generator=g))
+    want = reference_histogram(flat_cat(shards), bins)
+    out = torch.full((3 * bins,), 7, dtype=torch.int64, device=ctx.device)[::3]
+    assert dh.histogram(shards[ctx.rank], bins, out=out) is out
+    expect_equal(out, want, "out= replaced")
+    dh.histogram(shards[ctx.rank], bins, out=out, accumulate=True)
+    expect_equal(out, 2 * want, "out= accumulated")
+
+
+@scenario()
+def batched_rows(ctx: Context) -> None:
+    bins = 40
+    # [3, 4, N_rank]: N differs per rank; a permuted (non-contiguous) view of [N, 3, 4].
+    ints = ctx.shards("int", lambda r, g: torch.randint(-1, bins + 1, (odd_size(g, 600), 3, 4), generator=g))
+    ints = [s.permute(1, 2, 0) for s in ints]
+    floats = ctx.shards("float", lambda r, g: sprinkle_specials(torch.randn(3, 4, odd_size(g, 600), generator=g)
+                                                                * (r + 1) + r, g))
+    for name, shards in (("index", ints), ("data range", floats)):
+        got = dh.batched_histogram(shards[ctx.rank], bins)
+        whole = torch.cat(shards, dim=-1)
+        expect_equal(got, torch_dsmhist.batched_histogram(whole, bins), name)
+        if name == "index":  # per-row reference (the data-range rows share one range, checked just above)
+            want = torch.stack([reference_histogram(row, bins) for row in whole.reshape(12, -1)]).reshape(3, 4, bins)
+            expect_equal(got, want, name + " vs reference")
+
+
+@scenario()
+def all_reduce_of_local_running_histograms(ctx: Context) -> None:
+    bins = 300
+    batches = [ctx.shards(f"b{i}", lambda r, g: torch.randint(0, bins, (odd_size(g),), generator=g)) for i in range(4)]
+    local = torch.zeros(bins, dtype=torch.int64, device=ctx.device)
+    for batch in batches:
+        torch_dsmhist.histogram_add_(local, batch[ctx.rank])
+    want = reference_histogram(torch.cat([flat_cat(b) for b in batches]), bins)
+    assert dh.all_reduce_histogram(local) is local
+    expect_equal(local, want, "contiguous")
+    strided_hist = torch.zeros(2, bins, dtype=torch.int64, device=ctx.device)[:, ::2]  # [2, 150], non-contiguous
+    strided_hist.copy_(torch.arange(300, device=ctx.device).reshape(2, 150) * (ctx.rank + 1))
+    dh.all_reduce_histogram(strided_hist)
+    expect_equal(strided_hist, torch.arange(300).reshape(2, 150) * sum(range(1, ctx.world + 1)), "strided [2, 150]")
+
+
+@scenario()
+def async_handles(ctx: Context) -> None:
+    bins = 50
+    ints = ctx.shards("int", lambda r, g: torch.randint(0, bins, (odd_size(g),), generator=g))
+    floats = ctx.shards("float", lambda r, g: torch.randn(odd_size(g), generator=g) + r)
+    want_ints = reference_histogram(flat_cat(ints), bins)
+    pending = dh.histogram(ints[ctx.rank], bins, async_op=True)
+    assert isinstance(pending, dh.PendingHistogram)
+    expect_equal(pending.wait(), want_ints, "histogram")
+    assert pending.wait() is pending.wait(), "wait() twice gives the same tensor"
+    expect_equal(dh.histogram(floats[ctx.rank], bins, async_op=True).wait(),
+                 reference_histogram(flat_cat(floats), bins), "histogram, data range")
+    hist = torch.ones(bins, dtype=torch.int64, device=ctx.device)
+    assert dh.histogram_add_(hist, ints[ctx.rank], async_op=True).wait() is hist
+    expect_equal(hist, want_ints + 1, "histogram_add_")
+    out = torch.zeros(2 * bins, dtype=torch.int64, device=ctx.device)[::2]
+    assert dh.histogram(ints[ctx.rank], bins, out=out, async_op=True).wait() is out
+    expect_equal(out, want_ints, "out=")
+    rows = [s.reshape(1, -1) for s in ints]
+    expect_equal(dh.batched_histogram(rows[ctx.rank], bins, async_op=True).wait(), want_ints.reshape(1, -1), "batched")
+    local = torch_dsmhist.histogram(ints[ctx.rank], bins)
+    expect_equal(dh.all_reduce_histogram(local, async_op=True).wait(), want_ints, "all_reduce_histogram")
+
+
+@scenario()
+def ranks_that_disagree_raise_everywhere(ctx: Context) -> None:
+    x_int = torch.randint(0, 10, (100,), generator=ctx.gen("x")).to(ctx.device)
+    x_float = torch.rand(100, generator=ctx.gen("f")).to(ctx.device)
+    first = ctx.rank == 0
+    cases = [
+        ("bins", lambda: dh.histogram(x_int, 10 if first else 11)),
+        ("max", lambda: dh.histogram(x_float, 10, 0.0, 1.0 if first else 2.0)),
+        ("out_of_range", lambda: dh.histogram(x_int, 10, out_of_range="ignore" if first else "clamp")),
+        ("binning mode", lambda: dh.histogram(x_float, 10, *((None, None) if first else (0.0, 1.0)))),
+        ("count / sum dtype", lambda: dh.histogram(x_int, 10, dtype=torch.int64 if first else torch.int32)),
+        ("count / sum dtype", lambda: dh.histogram(x_float, 10, weight=x_float if first else None)),
+        ("batch shape", lambda: dh.batched_histogram(x_int.reshape(4 if first else 5, -1), 10)),
+        ("function", lambda: dh.histogram(x_int, 10) if first else dh.batched_histogram(x_int.reshape(1, -1), 10)),
+        ("bins", lambda: dh.all_reduce_histogram(
+            torch.zeros(10 if first else 12, dtype=torch.int64, device=ctx.device))),
+    ]
+    for field, call in cases:
+        expect_raises(ValueError, f"the same {field}", call, field)
+    # Still in step: a correct call after the errors gives the right answer.
+    expect_equal(dh.histogram(x_int, 10), torch.bincount(x_int.cpu(), minlength=10) * ctx.world, "after errors")
+
+
+@scenario()
+def local_error_raises_on_every_rank(ctx: Context) -> None:
+    x = torch.rand(64, generator=ctx.gen("x")).to(ctx.device)
+    bad_weight = torch.ones(64 if ctx.rank == 0 else 63, device=ctx.device)
+    for lo, hi in ((0.0, 1.0), (None, None)):  # the data-range path checks the weight before its collectives too
+        if ctx.rank == 1:
+            expect_raises(ValueError, "weight", lambda: dh.histogram(x, 8, lo, hi, weight=bad_weight), "own error")
+        else:
+            expect_raises(RuntimeError, "group rank(s) [1]", lambda: dh.histogram(x, 8, lo, hi, weight=bad_weight),
+                          "another rank's error")
+    # Rank 0's out has the wrong shape: rank 0 raises its own ValueError, the others a RuntimeError naming rank 0.
+    out = torch.zeros(9 if ctx.rank == 0 else 8, dtype=torch.int64, device=ctx.device)
+    if ctx.rank == 0:
+        expect_raises(ValueError, "out must have shape", lambda: dh.histogram(x, 8, 0.0, 1.0, out=out), "own error")
+    else:
+        expect_raises(RuntimeError, "group rank(s) [0]", lambda: dh.histogram(x, 8, 0.0, 1.0, out=out),
+                      "rank 0's error")
+    expect_equal(dh.histogram(x, 8, 0.0, 1.0), torch.histc(x.cpu(), 8, 0, 1).long() * ctx.world, "after errors")
+
+
+@scenario()
+def check_false_same_results(ctx: Context) -> None:
+    ints = ctx.shards("int", lambda r, g: torch.randint(0, 99, (odd_size(g),), generator=g))
+    floats = ctx.shards("float", lambda r, g: torch.randn(odd_size(g), generator=g) * (r + 2))
+    expect_equal(dh.histogram(ints[ctx.rank], 99, check=False), reference_histogram(flat_cat(ints), 99), "index")
+    expect_equal(dh.histogram(floats[ctx.rank], 99, check=False), reference_histogram(flat_cat(floats), 99), "range")
+
+
+@scenario()
+def process_groups(ctx: Context) -> None:
+    everyone = dist.new_group(list(range(ctx.world)))
+    last_only = dist.new_group([ctx.world - 1])
+    ints = ctx.shards("int", lambda r, g: torch.randint(0, 20, (odd_size(g),), generator=g))
+    expect_equal(dh.histogram(ints[ctx.rank], 20, group=everyone), reference_histogram(flat_cat(ints), 20), "all")
+    if ctx.rank == ctx.world - 1:
+        expect_equal(dh.histogram(ints[ctx.rank], 20, group=last_only), reference_histogram(ints[ctx.rank], 20),
+                     "a group of one rank")
+    else:
+        expect_raises(RuntimeError, "not a member", lambda: dh.histogram(ints[ctx.rank], 20, group=last_only),
+                      "non-member")
+
+
+@scenario(cuda_only=True)
+def no_host_sync(ctx: Context) -> None:
+    # check=False never synchronises; check=True neither when the group has a CPU backend (with an NCCL-only group
+    # it reads the gathered arguments back, by design, so only check=False is held to it there).
+    ints = ctx.shards("int", lambda r, g: torch.randint(0, 999, (odd_size(g),), generator=g))
+    floats = ctx.shards("float", lambda r, g: torch.randn(odd_size(g), generator=g) * (r + 2))
+    host_check = "cpu" in [d.type for d in dist.group.WORLD._device_types]
+    checks = (False, True) if host_check else (False,)
+    hist = torch.zeros(999, dtype=torch.int64, device=ctx.device)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for check in checks:
+            dh.histogram(ints[ctx.rank], 999, check=check)
+            dh.histogram(floats[ctx.rank], 999, check=check)
+            dh.batched_histogram(floats[ctx.rank].reshape(1, -1), 999, check=check)
+            dh.histogram_add_(hist, ints[ctx.rank], check=check)
+            dh.all_reduce_histogram(hist, check=check)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@scenario(cuda_only=True)
+def cuda_graph_capture(ctx: Context) -> None:
+    bins = 257
+    static_int = torch.zeros(4099, dtype=torch.int64, device=ctx.device)
+    static_float = torch.zeros(3001, dtype=torch.float32, device=ctx.device)
+    host_check = "cpu" in [d.type for d in dist.group.WORLD._device_types]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (and the agreement check) outside the capture
+        dh.histogram(static_int, bins)
+        dh.histogram(static_float, bins)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        counts = dh.histogram(static_int, bins, check=host_check)
+        by_data_range = dh.histogram(static_float, bins, check=host_check)
+    for replay in range(3):
+        ints = ctx.shards(f"int{replay}", lambda r, g: torch.randint(0, bins, (4099,), generator=g))
+        floats = ctx.shards(f"float{replay}", lambda r, g: torch.randn(3001, generator=g) * (r + 1 + replay))
+        static_int.copy_(ints[ctx.rank])
+        static_float.copy_(floats[ctx.rank])
+        graph.replay()
+        expect_equal(counts, reference_histogram(flat_cat(ints), bins), f"replay {replay} counts")
+        expect_equal(by_data_range, reference_histogram(flat_cat(floats), bins), f"replay {replay} data range")
+    if not host_check:
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            g2 = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(g2, stream=stream, capture_error_mode="thread_local"):
+                    dh.histogram(static_int, bins)
+            except RuntimeError as exc:
+                assert "check=False" in str(exc), str(exc)
+            else:
+                raise AssertionError("check=True under capture with an NCCL-only group must raise")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", required=True, help='"gloo", "nccl" or e.g. "cpu:gloo,cuda:nccl"')
+    parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
+    args = parser.parse_args()
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        device = torch.device("cuda", torch.cuda.current_device())
+    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=120),
+                            device_id=device if device.type == "cuda" else None)
+    ctx = Context(rank, world, device, args.seed)
+    names = [n for n in args.only.split(",") if n] or list(SCENARIOS)
+    results: Dict[str, str] = {}
+    path = os.path.join(args.out, f"rank{rank}.json")
+    for name in names:
+        ctx.name = name
+        try:
+            if name in CUDA_ONLY and device.type != "cuda":
+                raise Skip("CUDA only")
+            SCENARIOS[name](ctx)
+            results[name] = "ok"
+        except Skip as why:
+            results[name] = f"skip: {why}"
+        except Exception:  # noqa: BLE001 (every failure is reported, then the next scenario runs)
+            results[name] = traceback.format_exc()
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
