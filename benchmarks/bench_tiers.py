@@ -14,6 +14,7 @@ import argparse
 import datetime
 import importlib.util
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -344,6 +345,13 @@ def plot(large: Dict[str, Row], n: int, bw: float, path: Path) -> bool:
     return True
 
 
+def other_benchmarks_sections(text: str) -> str:
+    """The sections other benchmarks own in RESULTS.md (between <!-- NAME:begin --> and <!-- NAME:end -->), kept
+    when this script rewrites the file."""
+    blocks = re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", text, flags=re.S)
+    return "".join("\n" + block.group(0) + "\n" for block in blocks)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 2^24 and fewer bins, for a fast smoke run")
@@ -366,7 +374,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report = render(cfg, args.quick, bw, large, adv, small, failures)
     print(report)
     outputs = [HERE / "RESULTS.md"]
-    outputs[0].write_text(report)
+    previous = outputs[0].read_text() if outputs[0].exists() else ""
+    outputs[0].write_text(report.rstrip("\n") + "\n" + other_benchmarks_sections(previous))
     if plot(large, cfg.n_large, bw, HERE / "throughput_vs_bins.png"):
         outputs.append(HERE / "throughput_vs_bins.png")
     if args.out_dir is not None:

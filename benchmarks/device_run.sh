@@ -2,20 +2,24 @@
 # Everything that needs a GPU, in one go: build, the whole test suite with CUDA tests, compute-sanitizer on every
 # tier, the benchmark, and the pre-sm_90 path (a TORCH_CUDA_ARCH_LIST="8.0+PTX" build run on this device).
 #
-#   bash benchmarks/device_run.sh [main|ptx|all]     (default: all)
+#   bash benchmarks/device_run.sh [main|ptx|all|dist]     (default: all)
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
 #       profile, sanitizers (tests/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
 #       SKIP_BENCH=1 skips them).
 # ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
+# dist: (a 2-GPU machine) sm_90 build, the distributed tests (NCCL and gloo+NCCL), the 2-GPU parts of the other
+#       tests, the scale-out benchmark under torchrun, then the rest of the suite (not slow).
 # Logs go to $OUT (or ./device_logs), at most 8 files; the last lines printed summarise every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=${1:-all}
 OUT=${OUT:-$PWD/device_logs}
 mkdir -p "$OUT"
-rm -f "$OUT"/{gpu.txt,build.log,tests_sm90.log,tests_ptx80.log,sanitizer.log,bench.log}
+rm -f "$OUT"/{gpu.txt,build.log,tests_sm90.log,tests_ptx80.log,sanitizer.log,bench.log,dist.log}
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+# NVLink multicast stays off on the shared multi-GPU hosts (their rule; harmless elsewhere).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 summary=()
 run() {  # run NAME LOG COMMAND...: append to LOG, record pass/fail and the log's last line
   local name=$1 log=$2
@@ -70,6 +74,18 @@ fi
 if [[ $stage == ptx || $stage == all ]]; then
   if run "build 8.0+PTX" build.log build "8.0+PTX"; then
     run "pytest (8.0+PTX build)" tests_ptx80.log env DSMHIST_EXPECT_CLUSTER=0 python -m pytest tests -q -rs
+  fi
+fi
+
+if [[ $stage == dist ]]; then
+  if run "build 9.0" build.log build "9.0"; then
+    run "pytest distributed + 2-GPU" dist.log python -m pytest tests/test_distributed.py tests/test_concurrency.py \
+      tests/test_examples.py -q -rs
+    run "bench_distributed" dist.log python -m torch.distributed.run --standalone --nproc-per-node=2 \
+      benchmarks/bench_distributed.py --out-dir "$OUT"
+    run "pytest rest (not slow)" tests_sm90.log env DSMHIST_EXPECT_CLUSTER=1 python -m pytest tests -q -rs \
+      -m "not slow" --ignore tests/test_distributed.py --ignore tests/test_concurrency.py \
+      --ignore tests/test_examples.py --ignore tests/test_fuzz.py
   fi
 fi
 
