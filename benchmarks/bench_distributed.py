@@ -124,11 +124,12 @@ def write_section(rows, total: int, world: int, out_dir) -> None:
         f"date {datetime.date.today().isoformat()}; git commit: {git_commit()}",
         f"- Median ms of {REPS} (CUDA events, after {WARMUP} warm-ups). {world}-GPU times: from the call until the "
         "global histogram is ready on the rank's stream, the slower rank's per repetition, ranks started together.",
-        "- NVLink multicast off (NCCL_NVLS_ENABLE=0). Speedup: 1-GPU time / 2-GPU time.",
+        "- NVLink multicast off (NCCL_NVLS_ENABLE=0). Speedup: 1-GPU time / 2-GPU time. A 2-GPU call is the local "
+        "pass over half the data plus one all-reduce of the histogram (the last two columns, timed alone).",
         "",
         "| bins | 1 GPU dsmhist | 1 GPU torch.bincount | " + " | ".join(f"{world} GPUs, {n}" for n in names)
         + " | speedup (check=False) | speedup (gloo check) | half on one GPU | all-reduce alone |",
-        "|---" * (5 + len(names) + 1) + "|",
+        "|---" * (3 + len(names) + 4) + "|",
     ]
     for bins, one_gpu, bincount, two_gpu, local, reduce_only in rows:
         lines.append(
