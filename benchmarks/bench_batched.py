@@ -14,7 +14,6 @@ Usage: python benchmarks/bench_batched.py [--out-dir DIR]
 import argparse
 import datetime
 import os
-import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_tiers import event_ms, torch_dsmhist  # noqa: E402  (one CUDA-event timer for every benchmark)
+from bench_tiers import event_ms, torch_dsmhist, write_results_section  # noqa: E402  (shared with every benchmark)
 
 BEGIN, END = "<!-- batched-benchmark:begin -->", "<!-- batched-benchmark:end -->"
 WARMUP, REPS = 3, 15
@@ -119,16 +118,7 @@ def main() -> int:
         print("    " + ", ".join(f"{k} {v:.3g} ms" if v else f"{k} FAIL" for k, v in times.items()), flush=True)
         results.append((label, bins, times))
     section = render(results)
-    path = HERE / "RESULTS.md"
-    text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1 :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-    if args.out_dir:
-        args.out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, args.out_dir / "RESULTS.md")
+    write_results_section(BEGIN, END, section, args.out_dir)
     print(section)
     return 1 if failed else 0
 

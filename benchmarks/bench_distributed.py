@@ -18,7 +18,6 @@ benchmarks/RESULTS.md (between the distributed-benchmark markers, appended if ab
 import argparse
 import datetime
 import os
-import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ import torch_dsmhist.distributed as dh
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_tiers import git_commit  # noqa: E402  (commit, "-dirty" when tracked files have changed)
+from bench_tiers import git_commit, write_results_section  # noqa: E402  (shared with every benchmark)
 BEGIN, END = "<!-- distributed-benchmark:begin -->", "<!-- distributed-benchmark:end -->"
 WARMUP, REPS = 3, 15
 
@@ -140,16 +139,7 @@ def write_section(rows, total: int, world: int, out_dir) -> None:
     lines += ["", "Reproduce: `python -m torch.distributed.run --standalone --nproc-per-node=2 "
               "benchmarks/bench_distributed.py` (on a 2-GPU machine).", END]
     section = "\n".join(lines) + "\n"
-    path = HERE / "RESULTS.md"
-    text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1 :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, out_dir / "RESULTS.md")
+    write_results_section(BEGIN, END, section, out_dir)
     print(section)
 
 

@@ -352,6 +352,21 @@ def other_benchmarks_sections(text: str) -> str:
     return "".join("\n" + block.group(0) + "\n" for block in blocks)
 
 
+def write_results_section(begin: str, end: str, section: str, out_dir: Optional[Path]) -> None:
+    """Put `section` (from `begin` to `end` marker) into RESULTS.md in place of its previous version, or append it;
+    copy the file into out_dir when given. For the benchmarks that own one section of the file."""
+    path = HERE / "RESULTS.md"
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end) + 1 :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, out_dir / "RESULTS.md")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 2^24 and fewer bins, for a fast smoke run")
