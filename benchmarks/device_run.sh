@@ -2,7 +2,7 @@
 # Everything that needs a GPU, in one go: build, the whole test suite with CUDA tests, compute-sanitizer on every
 # tier, the benchmark, and the pre-sm_90 path (a TORCH_CUDA_ARCH_LIST="8.0+PTX" build run on this device).
 #
-#   bash benchmarks/device_run.sh [main|ptx|all|dist]     (default: all)
+#   bash benchmarks/device_run.sh [main|ptx|all|dist|suite]     (default: all)
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
 #       profile, sanitizers (tests/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
@@ -10,6 +10,7 @@
 # ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
 # dist: (a 2-GPU machine) sm_90 build, the distributed tests (NCCL and gloo+NCCL), the 2-GPU parts of the other
 #       tests, the scale-out benchmark under torchrun, then the rest of the suite (not slow).
+# suite: sm_90 build, then benchmarks/bench_suite.py (SUITE_ARGS, e.g. --quick) with its plots.
 # Logs go to $OUT (or ./device_logs), at most 8 files; the last lines printed summarise every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,17 @@ fi
 if [[ $stage == ptx || $stage == all ]]; then
   if run "build 8.0+PTX" build.log build "8.0+PTX"; then
     run "pytest (8.0+PTX build)" tests_ptx80.log env DSMHIST_EXPECT_CLUSTER=0 python -m pytest tests -q -rs
+  fi
+fi
+
+if [[ $stage == suite ]]; then
+  if run "build 9.0" build.log build "9.0"; then
+    # SUITE_TIMEOUT (s) cuts a long sweep short; the script rewrites RESULTS.md after every case, so the figures
+    # measured by then come back. The plots travel as one archive (the device tool returns a few files only).
+    run "bench_suite ${SUITE_ARGS:-}" bench.log timeout "${SUITE_TIMEOUT:-3600}" python benchmarks/bench_suite.py \
+      ${SUITE_ARGS:-}
+    cp benchmarks/RESULTS.md "$OUT/"
+    tar czf "$OUT/suite_plots.tgz" -C benchmarks plots
   fi
 fi
 
