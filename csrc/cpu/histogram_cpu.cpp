@@ -160,11 +160,7 @@ void histogram_typed(HistogramParams& p, const HistogramArgs& args) {
     if (!p.accumulate) std::memset(p.output, 0, static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type)));
     return;
   }
-  if (p.device_range != nullptr) {
-    decode_data_range(p.device_range, &p.lo, &p.hi);
-  } else if (args.data_range) {
-    data_range<T>(p, &p.lo, &p.hi);
-  }
+  if (args.data_range && p.device_range == nullptr) data_range<T>(p, &p.lo, &p.hi);  // given keys: the Binner decodes them
   switch (p.output_type) {
     case OutputType::kInt32:
       return accumulate<T, int64_t>(p, static_cast<int32_t*>(p.output));
@@ -233,18 +229,16 @@ at::Tensor finite_range_keys_cpu(const at::Tensor& input) {
   const char* op = "dsmhist._finite_range_keys";
   const HistogramArgs args = check_finite_range_args(op, input);
   check_cpu(op, input);
-  at::Tensor keys = at::zeros({2}, input.options().dtype(at::kLong));
+  at::Tensor keys = at::empty({2}, input.options().dtype(at::kLong));
   at::Tensor in = input;
   std::optional<at::Tensor> no_weight;
   const HistogramParams p = make_params(args, in, no_weight, /*bins=*/1, keys, /*batched=*/false, false);
   FiniteMinMax total;
   visit_input_type(args.input_type,
                    [&](auto tag) { total = finite_min_max<typename decltype(tag)::type>(p); });
-  if (total.any) {  // the encoding of the CUDA range pass; zeros mean "no finite value"
-    int64_t* slots = keys.mutable_data_ptr<int64_t>();
-    slots[0] = static_cast<int64_t>(~encode_range_key(total.lo));
-    slots[1] = static_cast<int64_t>(encode_range_key(total.hi));
-  }
+  uint64_t slots[2];
+  encode_data_range(total.any, total.lo, total.hi, slots);
+  std::memcpy(keys.mutable_data_ptr<int64_t>(), slots, sizeof(slots));
   return keys;
 }
 

@@ -328,8 +328,9 @@ __global__ void __launch_bounds__(kRangeThreads) finite_range_kernel(const Histo
         }
       },
       [] {}, [](int64_t) {});
-  uint64_t min_slot = any ? ~encode_range_key(lo) : 0;
-  uint64_t max_slot = any ? encode_range_key(hi) : 0;
+  uint64_t keys[2];
+  encode_data_range(any, lo, hi, keys);
+  uint64_t min_slot = keys[0], max_slot = keys[1];
   for (int offset = 16; offset > 0; offset /= 2) {
     const uint64_t other_min = __shfl_xor_sync(0xffffffffu, min_slot, offset);
     const uint64_t other_max = __shfl_xor_sync(0xffffffffu, max_slot, offset);

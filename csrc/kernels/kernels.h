@@ -69,9 +69,8 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
 int64_t deterministic_scratch_bytes(int64_t output_bins);
 
 // The range pass for floating input with no min/max: writes the finite min and max of p's elements to
-// p.device_range on `stream`, as two order-preserving keys (see encode_range_key; zeros for an input with no finite
-// value). Keys of several inputs merge by taking the larger of each slot as unsigned integers, which is how a
-// distributed call combines the ranks' ranges before binning.
+// p.device_range on `stream`, as the two slots of encode_data_range (params.h: zeros for an input with no finite
+// value; slots of several inputs merge by the larger of each, as a distributed call combines its ranks' ranges).
 cudaError_t launch_finite_range(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
 
 // Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored

@@ -84,7 +84,7 @@ struct HistogramParams {
   bool clamp = false;  // out_of_range == "clamp": values outside the bins count in the first / last bin
   double lo = 0.0, hi = 0.0;  // the range for kRange, unless device_range is set
   // When set, the range is the data's finite min and max, written here on the device by the range pass (or merged
-  // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_range_key.
+  // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_data_range.
   const unsigned long long* device_range = nullptr;
 
   int64_t rows = 1;
@@ -308,6 +308,15 @@ DSMHIST_HD void finalize_data_range(bool any_finite, double data_min, double dat
   *hi = data_max;
 }
 
+// The two slots of a finite min and max: ~key(min) and key(max), both 0 when there is no finite value. Slots of
+// several inputs merge by the larger of each (as unsigned integers), which is how the range pass's blocks and
+// torch_dsmhist.distributed's ranks combine their ranges.
+DSMHIST_HD void encode_data_range(bool any_finite, double data_min, double data_max, uint64_t* keys) {
+  keys[0] = any_finite ? ~encode_range_key(data_min) : 0;
+  keys[1] = any_finite ? encode_range_key(data_max) : 0;
+}
+
+// The range that encode_data_range's slots stand for, with torch.histc's rules applied (finalize_data_range).
 DSMHIST_HD void decode_data_range(const unsigned long long* keys, double* lo, double* hi) {
   const uint64_t min_key = ~static_cast<uint64_t>(keys[0]);
   const uint64_t max_key = static_cast<uint64_t>(keys[1]);
