@@ -30,6 +30,7 @@ import ctypes
 import datetime
 import hashlib
 import importlib.util
+import itertools
 import math
 import os
 import re
@@ -230,15 +231,16 @@ def measure(name: str, inputs: List[torch.Tensor], bins: int, reference: torch.T
     copies: median ms of cfg.reps after cfg.warmup (3 runs after 1 when the first run is slow)."""
     try:
         calls = [contender_call(name, x, bins, cub) for x in inputs]
-        first = event_ms(calls[0], 1)[0]
-        wrong = int((calls[0]().long() != reference).sum())
+        result: List[torch.Tensor] = []
+        first = event_ms(lambda: result.append(calls[0]()), 1)[0]
+        wrong = int((result.pop().long() != reference).sum())
         if wrong and name in TIERS:
             return Cell(None, "FAIL", "result differs from torch.bincount")
         reps, warmup = (cfg.reps, cfg.warmup) if first < cfg.slow_ms else (3, 1)
-        for i in range(warmup):
-            calls[i % len(calls)]()
-        rotating = iter(range(10**9))
-        ms = statistics.median(event_ms(lambda: calls[next(rotating) % len(calls)](), reps))
+        rotating = itertools.cycle(calls)
+        for _ in range(warmup):
+            next(rotating)()
+        ms = statistics.median(event_ms(lambda: next(rotating)(), reps))
     except ValueError as error:
         return Cell(status="n/a", note=first_line(error))
     except RuntimeError as error:
@@ -282,8 +284,8 @@ def device_boundaries() -> Tuple[int, int]:
     return shared, largest
 
 
-def cases(cfg: Config) -> List[Case]:
-    shared, cluster = device_boundaries()
+def cases(cfg: Config, boundaries: Tuple[int, int]) -> List[Case]:
+    shared, cluster = boundaries
     bins = sorted(set(cfg.bins) | {shared, shared + 1, cluster, cluster + 1})
     found = [Case("bins", f"{b}", d, torch.int32, cfg.n, b) for d in cfg.distributions for b in bins]
     dtype_bins = (256, 4096, 65536) if cfg is FULL else (256, 65536)
@@ -369,10 +371,10 @@ def table(rows: Sequence[Case], first: str, floor_ms: Callable[[Case], float]) -
     return md_table(header, body)
 
 
-def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, done: List[Case],
+def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries: Tuple[int, int], done: List[Case],
            small: Dict[str, Dict[str, Cell]], cub: Cub, failures: List[str], seconds: float) -> str:
     props = torch.cuda.get_device_properties(0)
-    shared, cluster = device_boundaries()
+    shared, cluster = boundaries
 
     def floor_ms(case: Case) -> float:
         return case.n * torch.empty((), dtype=case.dtype).element_size() / read_bw * 1e3
@@ -467,7 +469,8 @@ def main() -> int:
     log(f"{torch.cuda.get_device_name(0)}: read {read_bw / 1e12:.2f} TB/s, copy {copy_bw / 1e12:.2f} TB/s; "
         f"CUB: {cub.source}")
     l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
-    todo = cases(cfg)
+    boundaries = device_boundaries()
+    todo = cases(cfg, boundaries)
     done: List[Case] = []
     small: Dict[str, Dict[str, Cell]] = {}
 
@@ -478,7 +481,8 @@ def main() -> int:
         failures += [f"{key}: {cell.status}" for key, row in small.items() for cell in row.values() if cell.failed]
         if not complete:
             failures.append(f"INCOMPLETE RUN: {len(done)} of {len(todo)} cases measured so far")
-        section = render(cfg, args.quick, read_bw, copy_bw, done, small, cub, failures, time.perf_counter() - STARTED)
+        section = render(cfg, args.quick, read_bw, copy_bw, boundaries, done, small, cub, failures,
+                         time.perf_counter() - STARTED)
         write_results_section(BEGIN, END, section, args.out_dir)
         return section, failures
 

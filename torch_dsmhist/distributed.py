@@ -281,8 +281,9 @@ def _run(
     async_op: bool,
     check: bool,
 ) -> Union[torch.Tensor, PendingHistogram]:
-    """On `device` (the data's): the rank-local step, the agreement check, then (for a data-derived range) the merge of the ranks' range keys
-    and the binning over it, then the all-reduce of the histogram and `finish` (writing into out / hist).
+    """On `device` (the data's): the rank-local step, the agreement check, then (for a data-derived range) the merge
+    of the ranks' range keys and the binning over it, then the all-reduce of the histogram and `finish` (writing
+    into out / hist).
 
     Everything rank-local that can raise runs before the check, and a failure is part of what the ranks exchange,
     so an error on one rank is raised on all of them instead of leaving the others waiting in a collective.
@@ -309,10 +310,9 @@ def _run(
         local = binned_step(keys.bitwise_xor_(_KEY_SIGN_BIT))
 
     work = dist.all_reduce(local, op=dist.ReduceOp.SUM, group=group, async_op=async_op)
-    total = local
 
     def complete() -> torch.Tensor:
-        return finish(total) if finish is not None else total
+        return finish(local) if finish is not None else local
 
     return PendingHistogram(work, complete) if async_op else complete()
 
@@ -324,9 +324,13 @@ def _write_into(target: torch.Tensor, accumulate: bool) -> Callable[[torch.Tenso
     return finish
 
 
+def _text_code(text: str) -> int:
+    return zlib.crc32(text.encode())
+
+
 # The fields of the agreement check: name, the int64 a _Call encodes it as, and how a message shows a code.
 _NONE_BITS = 0x7FF8_0000_DEAD_BEEF  # a NaN payload no Python float carries: "not given"
-_KNOWN_TEXT = {zlib.crc32(t.encode()): repr(t) for t in ("ignore", "clamp")}
+_KNOWN_TEXT = {_text_code(t): repr(t) for t in ("ignore", "clamp")}
 _DTYPE_CODES = {torch.int64: 1, torch.int32: 2, torch.float32: 3, torch.float64: 4}
 _DTYPE_NAMES = {code: str(dtype) for dtype, code in _DTYPE_CODES.items()}
 
@@ -337,10 +341,6 @@ def _float_bits(value: Optional[float]) -> int:
 
 def _show_float_bits(code: int) -> str:
     return "None" if code == _NONE_BITS else repr(struct.unpack("<d", struct.pack("<q", code))[0])
-
-
-def _text_code(text: str) -> int:
-    return zlib.crc32(text.encode())
 
 
 _FIELDS = (
