@@ -2,7 +2,7 @@
 # Everything that needs a GPU, in one go: build, the whole test suite with CUDA tests, compute-sanitizer on every
 # tier, the benchmark, and the pre-sm_90 path (a TORCH_CUDA_ARCH_LIST="8.0+PTX" build run on this device).
 #
-#   bash benchmarks/device_run.sh [main|ptx|all|dist|suite]     (default: all)
+#   bash benchmarks/device_run.sh [main|ptx|all|dist|suite|perf]     (default: all)
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
 #       profile, sanitizers (tests/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
@@ -11,6 +11,7 @@
 # dist: (a 2-GPU machine) sm_90 build, the distributed tests (NCCL and gloo+NCCL), the 2-GPU parts of the other
 #       tests, the scale-out benchmark under torchrun, then the rest of the suite (not slow).
 # suite: sm_90 build, then benchmarks/bench_suite.py (SUITE_ARGS, e.g. --quick) with its plots.
+# perf: sm_90 build, the CUDA tests of the tiers (PERF_TESTS), benchmarks/bench_plan.py, then the suite (SKIP_SUITE).
 # Logs go to $OUT (or ./device_logs), at most 8 files; the last lines printed summarise every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -86,6 +87,23 @@ if [[ $stage == suite ]]; then
       ${SUITE_ARGS:-}
     cp benchmarks/RESULTS.md "$OUT/"
     tar czf "$OUT/suite_plots.tgz" -C benchmarks plots
+  fi
+fi
+
+if [[ $stage == perf ]]; then
+  # Kernel work in one call: build, the CUDA tests of the tiers (PERF_TESTS), the plan's measurements, then the suite
+  # (SUITE_ARGS, e.g. --quick; SKIP_SUITE=1 leaves it out).
+  if run "build 9.0" build.log build "9.0"; then
+    cuobjdump --dump-resource-usage torch_dsmhist/_C*.so 2>/dev/null | grep -E "Function|REG" >>"$OUT/build.log"
+    run "pytest ${PERF_TESTS:-tests/test_cuda.py}" tests_sm90.log env DSMHIST_EXPECT_CLUSTER=1 python -m pytest \
+      ${PERF_TESTS:-tests/test_cuda.py} -q -rs -x
+    run "bench_plan" bench.log python benchmarks/bench_plan.py
+    if [[ -z ${SKIP_SUITE:-} ]]; then
+      run "bench_suite ${SUITE_ARGS:-}" bench.log timeout "${SUITE_TIMEOUT:-3600}" python benchmarks/bench_suite.py \
+        ${SUITE_ARGS:-}
+      tar czf "$OUT/suite_plots.tgz" -C benchmarks plots
+    fi
+    cp benchmarks/RESULTS.md "$OUT/"
   fi
 fi
 

@@ -340,6 +340,8 @@ const char* tier_name(Tier tier) {
       return "cluster";
     case Tier::kGlobal:
       return "global";
+    case Tier::kClusterDsmem:
+      return "cluster_dsmem";
     default:
       return "auto";
   }

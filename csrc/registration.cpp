@@ -18,7 +18,10 @@ Tier parse_tier(c10::string_view name) {
   if (name == "shared") return Tier::kShared;
   if (name == "cluster") return Tier::kCluster;
   if (name == "global") return Tier::kGlobal;
-  TORCH_CHECK_VALUE(false, "dsmhist: tier must be one of \"auto\", \"shared\", \"cluster\", \"global\", got \"",
+  if (name == "cluster_dsmem") return Tier::kClusterDsmem;
+  TORCH_CHECK_VALUE(false,
+                    "dsmhist: tier must be one of \"auto\", \"shared\", \"cluster\", \"global\", \"cluster_dsmem\", "
+                    "got \"",
                     std::string(name), "\"");
 }
 
@@ -27,8 +30,8 @@ void set_tier_override(c10::string_view tier, int64_t cluster_size, int64_t max_
   TORCH_CHECK_VALUE(cluster_size >= 0 && cluster_size <= 16,
                     "dsmhist: cluster_size must be between 1 and 16 (or 0 for the planner's choice), got ",
                     cluster_size);
-  TORCH_CHECK_VALUE(cluster_size == 0 || parsed == Tier::kCluster,
-                    "dsmhist: cluster_size applies only to tier \"cluster\"");
+  TORCH_CHECK_VALUE(cluster_size == 0 || parsed == Tier::kCluster || parsed == Tier::kClusterDsmem,
+                    "dsmhist: cluster_size applies only to tiers \"cluster\" and \"cluster_dsmem\"");
   TORCH_CHECK_VALUE(max_cluster_size >= 0 && max_cluster_size <= 16,
                     "dsmhist: max_cluster_size must be between 1 and 16 (or 0 for the device's own limit), got ",
                     max_cluster_size);

@@ -41,16 +41,18 @@ def max_cluster_size() -> int:
 
 def tier_variants(bins: int, cluster_sizes=(1, 2, 3, 4, 8, 16)):
     """(name, tier, cluster size) for every CUDA tier that can hold `bins` on this device: global, shared, each of
-    `cluster_sizes` the device launches, and the cluster tier with the planner's size."""
+    `cluster_sizes` the device launches, and the cluster tier with the planner's size; then the same for the
+    forced-only cluster_dsmem tier ("dsmem<size>" for the sizes from 2, and "dsmem-auto")."""
     variants = [("global", "global", None)]
     if bins <= shared_capacity():
         variants.append(("shared", "shared", None))
     if cluster_available():
-        for size in cluster_sizes:
-            if size <= max_cluster_size() and -(-bins // size) <= shared_capacity():
-                variants.append((f"cluster{size}", "cluster", size))
-        if bins <= shared_capacity() * max_cluster_size():
-            variants.append(("cluster-auto", "cluster", None))
+        for tier, prefix, smallest in (("cluster", "cluster", 1), ("cluster_dsmem", "dsmem", 2)):
+            for size in cluster_sizes:
+                if smallest <= size <= max_cluster_size() and -(-bins // size) <= shared_capacity():
+                    variants.append((f"{prefix}{size}", tier, size))
+            if bins <= shared_capacity() * max_cluster_size():
+                variants.append((f"{prefix}-auto", tier, None))
     return variants
 
 

@@ -28,6 +28,7 @@ def cases(gen: torch.Generator):
     tiers = [("shared", None, 1000), ("global", None, 1000), ("global", None, 100003)]
     if cluster_available():
         tiers += [("cluster", 2, 1000), ("cluster", 3, 100003), ("cluster", None, 262144)]
+        tiers += [("cluster_dsmem", 2, 1000), ("cluster_dsmem", 3, 100003)]
     for tier, size, bins in tiers:
         label = f"{tier}{size or ''} bins={bins}"
         x = make_index_values(10007, bins, torch.int32, "uniform", gen).cuda()
@@ -61,7 +62,9 @@ def boundary_cases(gen: torch.Generator):
     """Tails and boundaries: lengths around the 16-byte vector width at misaligned starts, in every tier; bin counts
     at the edge of one block's shared memory; clusters whose every block is (nearly) full."""
     capacity = shared_capacity()
-    tiers = [("shared", None), ("global", None)] + ([("cluster", 2), ("cluster", 5)] if cluster_available() else [])
+    tiers = [("shared", None), ("global", None)]
+    if cluster_available():
+        tiers += [("cluster", 2), ("cluster", 5), ("cluster_dsmem", 5)]
     base = make_index_values(4096, 256, torch.uint8, "uniform", gen).cuda()
     w = torch.rand(4096, generator=gen).cuda()
     for tier, size in tiers:
@@ -83,10 +86,11 @@ def boundary_cases(gen: torch.Generator):
         yield (f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})", "auto", None,
                lambda b=bins: torch_dsmhist.histogram(x, b), reference_histogram(x, bins))
     if cluster_available():
-        for size in (2, 7, max_cluster_size()):
+        largest = max_cluster_size()
+        for tier, size in (("cluster", 2), ("cluster", 7), ("cluster", largest), ("cluster_dsmem", largest)):
             bins = size * capacity - 1
             y = make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
-            yield (f"cluster{size} bins={bins} (full blocks)", "cluster", size,
+            yield (f"{tier}{size} bins={bins} (full blocks)", tier, size,
                    lambda d=y, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(y, bins))
 
 

@@ -331,7 +331,8 @@ def test_tier_override_is_thread_local(gen):
     tier; torch.ops.dsmhist._get_tier_override shows it on any build.)"""
     baseline = tuple(torch.ops.dsmhist._get_tier_override())
     assert baseline[:2] == ("auto", 0)
-    forced = [("global", 0), ("shared", 0), ("cluster", 3), ("cluster", 0), ("auto", 0), ("global", 0)]
+    forced = [("global", 0), ("shared", 0), ("cluster", 3), ("cluster", 0), ("cluster_dsmem", 2), ("auto", 0),
+              ("global", 0)]
     x = make_index_values(10007, 50, torch.int64, "uniform", gen)
     expected = reference_histogram(x, 50)
     inside = threading.Barrier(len(forced) + 1, timeout=BARRIER_TIMEOUT_S)
@@ -462,7 +463,7 @@ def test_forced_tier_stays_in_its_thread(gen):
     assert auto.tier == "shared" and auto_large.tier != "shared"
     forced = [("auto", 0), ("global", 0), ("shared", 0), ("global", 0), ("auto", 0)]
     if cluster_available():
-        forced += [("cluster", 2), ("cluster", 0)]
+        forced += [("cluster", 2), ("cluster", 0), ("cluster_dsmem", 2)]
     baseline = tuple(torch.ops.dsmhist._get_tier_override())
     x = make_index_values(300007, bins, torch.int32, "uniform", gen)
     expected = reference_histogram(x, bins)

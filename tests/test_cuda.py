@@ -38,15 +38,16 @@ def test_every_tier_gives_identical_counts(distribution, bins, gen):
         assert torch.equal(out, expected), f"tier {name} differs from the reference"
 
 
-@pytest.mark.parametrize("tier", ["shared", "cluster", "global"])
+@pytest.mark.parametrize("tier", ["shared", "cluster", "global", "cluster_dsmem"])
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64])
 def test_every_tier_range_mode_with_weights(tier, dtype, gen):
     bins = 1000
-    if tier == "cluster" and not cluster_available():
+    clustered = tier in ("cluster", "cluster_dsmem")
+    if clustered and not cluster_available():
         pytest.skip("no cluster tier on this device / build")
     x = make_range_values(100003, -5.0, 5.0, dtype, "uniform", gen).cuda()
     w = torch.rand(100003, generator=gen, dtype=torch.float64).cuda()
-    with torch_dsmhist.force_tier(tier, 3 if tier == "cluster" else None):
+    with torch_dsmhist.force_tier(tier, 3 if clustered else None):
         counts = torch_dsmhist.histogram(x, bins, -5.0, 5.0)
         data_range = torch_dsmhist.histogram(x, bins) if dtype.is_floating_point else None
         weighted = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w)
@@ -65,11 +66,14 @@ def test_auto_plan_at_tier_boundaries(gen):
     assert torch_dsmhist.plan(capacity).tier == "shared"
     expected_above = "cluster" if cluster_available() else "global"
     assert torch_dsmhist.plan(capacity + 1).tier == expected_above
-    assert torch_dsmhist.plan(131072).tier == expected_above  # the measured cluster limit (dispatch.cu)
-    assert torch_dsmhist.plan(131073).tier == "global"
+    # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, dispatch.cu).
+    assert torch_dsmhist.plan(4 * capacity).tier == expected_above
+    assert torch_dsmhist.plan(4 * capacity + 1).tier == "global"
+    if cluster_available():
+        assert torch_dsmhist.plan(4 * capacity).cluster_size == 4
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
     assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
-    for bins in (capacity - 1, capacity, capacity + 1, 131072, 131073):
+    for bins in (capacity - 1, capacity, capacity + 1, 4 * capacity, 4 * capacity + 1):
         x = make_index_values(200003, bins, torch.int64, "uniform", gen).cuda()
         assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), bins
 
@@ -78,11 +82,15 @@ def test_plan_reports_cluster_layout():
     if not cluster_available():
         pytest.skip("no cluster tier on this device / build")
     bins = 100003
-    p = torch_dsmhist.plan(bins)
-    assert p.tier == "cluster" and p.cluster_size >= 2
-    assert p.bins_per_block == -(-bins // p.cluster_size)
-    assert p.shared_bytes_per_block == p.bins_per_block * 4
-    assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
+    auto = torch_dsmhist.plan(bins)
+    with torch_dsmhist.force_tier("cluster_dsmem"):
+        dsmem = torch_dsmhist.plan(bins)
+    assert auto.tier == "cluster" and dsmem.tier == "cluster_dsmem"
+    for p in (auto, dsmem):
+        assert p.cluster_size >= 2
+        assert p.bins_per_block == -(-bins // p.cluster_size)
+        assert p.shared_bytes_per_block == p.bins_per_block * 4
+        assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
 
 
 def test_forced_tier_that_cannot_hold_the_bins_raises(gen):
@@ -90,10 +98,11 @@ def test_forced_tier_that_cannot_hold_the_bins_raises(gen):
     with torch_dsmhist.force_tier("shared"), pytest.raises(ValueError, match="shared"):
         torch_dsmhist.histogram(x, shared_capacity() + 1)
     if cluster_available():
-        with torch_dsmhist.force_tier("cluster", 2), pytest.raises(ValueError, match="cluster"):
-            torch_dsmhist.histogram(x, shared_capacity() * 2 + 1)
-        with torch_dsmhist.force_tier("cluster"), pytest.raises(ValueError, match="cluster"):
-            torch_dsmhist.histogram(x, shared_capacity() * 16 + 1)
+        for tier in ("cluster", "cluster_dsmem"):
+            with torch_dsmhist.force_tier(tier, 2), pytest.raises(ValueError, match="cluster"):
+                torch_dsmhist.histogram(x, shared_capacity() * 2 + 1)
+            with torch_dsmhist.force_tier(tier), pytest.raises(ValueError, match="cluster"):
+                torch_dsmhist.histogram(x, shared_capacity() * 16 + 1)
 
 
 def test_build_takes_the_expected_path():
@@ -103,16 +112,18 @@ def test_build_takes_the_expected_path():
         pytest.skip("DSMHIST_EXPECT_CLUSTER not set")
     assert cluster_available() == (expect == "1")
     if expect == "0":
-        with torch_dsmhist.force_tier("cluster"), pytest.raises(ValueError, match="sm_90"):
-            torch_dsmhist.histogram(torch.zeros(4, dtype=torch.long, device="cuda"), 100003)
+        for tier in ("cluster", "cluster_dsmem"):
+            with torch_dsmhist.force_tier(tier), pytest.raises(ValueError, match="sm_90"):
+                torch_dsmhist.histogram(torch.zeros(4, dtype=torch.long, device="cuda"), 100003)
 
 
-def test_sixteen_block_clusters(gen):
+@pytest.mark.parametrize("tier", ["cluster", "cluster_dsmem"])
+def test_sixteen_block_clusters(tier, gen):
     if not cluster_available() or max_cluster_size() < 16:
         pytest.skip("this device does not run 16-block clusters")
     bins = shared_capacity() * 15 + 7  # needs all 16 blocks; not a multiple of 16
     x = make_index_values(400009, bins, torch.int32, "uniform", gen).cuda()
-    with torch_dsmhist.force_tier("cluster", 16):
+    with torch_dsmhist.force_tier(tier, 16):
         assert torch_dsmhist.plan(bins).cluster_size == 16
         out = torch_dsmhist.histogram(x, bins)
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
@@ -125,7 +136,7 @@ def test_no_host_synchronisation(gen):
     hist = torch.zeros(5000, dtype=torch.int64, device="cuda")
     variants = [("auto", None), ("shared", None), ("global", None)]
     if cluster_available():
-        variants.append(("cluster", 2))
+        variants += [("cluster", 2), ("cluster_dsmem", 2)]
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -262,10 +273,13 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("tier, bins", [("auto", 300), ("shared", 300), ("cluster", 100003), ("global", 100003)])
+@pytest.mark.parametrize(
+    "tier, bins",
+    [("auto", 300), ("shared", 300), ("cluster", 100003), ("global", 100003), ("cluster_dsmem", 100003)],
+)
 def test_cuda_graph_capture_on_the_first_call(tier, bins):
     """Planning (kernel attributes, occupancy queries) must also work when the first call is inside a capture."""
-    if tier == "cluster" and not cluster_available():
+    if tier in ("cluster", "cluster_dsmem") and not cluster_available():
         pytest.skip("no cluster tier on this device / build")
     result = subprocess.run(
         [sys.executable, "-c", CAPTURE_ON_FIRST_CALL, tier, str(bins)], capture_output=True, text=True, timeout=300

@@ -476,6 +476,8 @@ def _tier_choices(case_bins: int, acc_bytes: int) -> list:
         if sizes:
             choices.append(("cluster", None))
             choices += [("cluster", k) for k in sizes]
+            choices.append(("cluster_dsmem", None))
+            choices += [("cluster_dsmem", k) for k in sizes if k >= 2]
     return choices
 
 
@@ -766,7 +768,7 @@ def run_case(case: Case):
                 again = call_op(case, x, w, again_hist)
     except ValueError as e:
         # A forced cluster size that cannot be resident here: not applicable (the planner's own tests cover it).
-        if case.tier == "cluster" and "cluster" in str(e):
+        if case.tier in ("cluster", "cluster_dsmem") and "cluster" in str(e):
             assume(False)
         raise
 

@@ -363,15 +363,18 @@ def test_plan_on_cpu():
 
 
 def test_force_tier_validates_and_restores():
-    with pytest.raises(ValueError, match="tier"):
+    with pytest.raises(ValueError, match='tier must be one of .*"cluster_dsmem", got "fastest"'):
         with torch_dsmhist.force_tier("fastest"):
             pass
-    with pytest.raises(ValueError, match="cluster_size"):
-        with torch_dsmhist.force_tier("cluster", cluster_size=17):
-            pass
-    with pytest.raises(ValueError, match="cluster_size"):
+    for tier in ("cluster", "cluster_dsmem"):
+        with pytest.raises(ValueError, match="cluster_size"):
+            with torch_dsmhist.force_tier(tier, cluster_size=17):
+                pass
+    with pytest.raises(ValueError, match='cluster_size applies only to tiers "cluster" and "cluster_dsmem"'):
         with torch_dsmhist.force_tier("shared", cluster_size=2):
             pass
+    with torch_dsmhist.force_tier("cluster_dsmem", cluster_size=2):
+        assert tuple(torch.ops.dsmhist._get_tier_override()) == ("cluster_dsmem", 2, 0)
     with torch_dsmhist.force_tier("global"):
         assert tuple(torch.ops.dsmhist._get_tier_override()) == ("global", 0, 0)
         # CPU calls ignore the forced CUDA tier.

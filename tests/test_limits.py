@@ -107,11 +107,12 @@ def test_inner_stride_zero_past_2_pow_32_elements():
 @pytest.mark.slow
 def test_block_counters_cannot_wrap():
     """Every element in one bin, 2^40 of them (about 8e9 per block of the shared tier, past its 32-bit counters),
-    and 2^36 in the cluster tier's largest clusters (about 2^33 per cluster): blocks must flush before wrapping."""
+    and 2^36 in the cluster tiers' largest clusters (about 2^33 per cluster): blocks must flush before wrapping."""
     hot = torch.full((2**20,), 5, dtype=torch.uint8, device="cuda")
     cases = [("shared", None, repeated_rows(hot, 2**20))]
     if max_cluster_size() >= 2:
         cases.append(("cluster", max_cluster_size(), repeated_rows(hot, 2**16)))
+        cases.append(("cluster_dsmem", max_cluster_size(), repeated_rows(hot, 2**16)))
     for tier, size, x in cases:
         with torch_dsmhist.force_tier(tier, size):
             out = torch_dsmhist.histogram(x, 256)

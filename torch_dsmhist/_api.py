@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-_TIER_NAMES = {0: "auto", 1: "shared", 2: "cluster", 3: "global"}
+_TIER_NAMES = {0: "auto", 1: "shared", 2: "cluster", 3: "global", 4: "cluster_dsmem"}
 
 
 def histogram(
@@ -216,9 +216,11 @@ class Plan:
     """The strategy :func:`histogram` uses for a bin count on a device.
 
     Attributes:
-        tier: ``"shared"`` (block-private shared memory), ``"cluster"`` (bins split across a thread block cluster's
-            distributed shared memory), ``"global"`` (global-memory atomics) or ``"cpu"``.
-        cluster_size: blocks per cluster (1 outside the cluster tier; 0 on the CPU).
+        tier: ``"shared"`` (block-private shared memory), ``"cluster"`` (bins split across the shared memory of a
+            thread block cluster's blocks, each counting its own bin range), ``"global"`` (global-memory atomics),
+            ``"cluster_dsmem"`` (only when forced: the CUDA guide's remote adds through distributed shared memory)
+            or ``"cpu"``.
+        cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU).
         shared_bytes_per_block: dynamic shared memory each block uses.
         threads_per_block: CUDA threads per block.
         bins_per_block: bins each block keeps in shared memory.
@@ -264,8 +266,8 @@ def force_tier(
 ) -> Iterator[None]:
     """Force the CUDA strategy tier within a ``with`` block, in this thread (tests and benchmarks).
 
-    ``tier`` is ``"auto"``, ``"shared"``, ``"cluster"`` or ``"global"``; ``cluster_size`` (1..16, cluster tier only)
-    fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose largest launchable cluster is
+    ``tier`` is ``"auto"``, ``"shared"``, ``"cluster"``, ``"global"`` or ``"cluster_dsmem"`` (the CUDA guide's
+    design, which the planner never picks); ``cluster_size`` (1..16, cluster tiers only) fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose largest launchable cluster is
     that size (to test devices that cannot run 16-block clusters). A forced tier that cannot hold the bins raises
     ``ValueError`` at the call. CPU calls ignore it.
     """

@@ -17,17 +17,28 @@ namespace dsmhist {
 
 namespace {
 
-// Bins above which the automatic plan leaves the cluster tier for global atomics. Measured on an H100 80GB HBM3
-// (benchmarks/RESULTS.md, commit 44c1cd9, 2^28 uniform int32, median ms, 2026-11-22): cluster vs global atomics =
-// 1.63 vs 3.44 at 65536 bins, 2.71 vs 3.19 at 131072, 3.42 vs 3.19 at 262144 (two earlier runs, 1cafe45 and b8c0a1e,
-// agreed within 4%). The guide's remote-atomic cluster kernel still wins at 128K bins and loses at 256K; this is the
-// largest measured count where it wins (the performance issue refines it).
-constexpr int64_t kClusterAutoMaxBins = 131072;
+// The most blocks of a cluster the automatic plan uses; past them it takes global atomics. Every block of a cluster
+// reads the whole input, so the cluster tier costs ~0.3 ms per block on 2^28 int32 values whatever the data, while the
+// global tier (run merging and a hot-bin cache) costs 3.3 ms on uniform data but 0.49 ms with one hot bin and
+// 0.7 ms sorted. Measured by benchmarks/bench_plan.py on an H100 80GB HBM3 (RESULTS.md section "Plan thresholds",
+// 2026-11-22), cluster / global at the smallest size, worst distribution vs uniform:
+//   2 blocks (65536 bins):  one hot 0.50 / 0.49, uniform 0.60 / 3.48  -> cluster (global up to 5.8x slower)
+//   3 blocks (131072):      one hot 0.90 / 0.49, uniform 0.97 / 3.26  -> cluster (1.8x worst vs 3.4x)
+//   4 blocks (196608):      one hot 1.14 / 0.49, uniform 1.24 / 3.38  -> cluster (2.3x worst vs 2.7x)
+//   5 blocks (262144):      one hot 1.54 / 0.49, uniform 1.68 / 3.29  -> global  (3.1x worst vs 2.0x)
+// The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 4 blocks.
+constexpr int kClusterAutoMaxBlocks = 4;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
 // A block (or cluster) should see at least this many elements per thread before its bins are worth zeroing and
 // flushing; small inputs get fewer blocks instead.
 constexpr int64_t kMinElementsPerThread = 16;
+// Small 1-D calls in the shared tier (MoE token counts): up to kSmallCallMaxElements elements run as one launch that
+// stores the output itself, with no zeroing launch: one block per kSmallCallElementsPerBlock elements, as one
+// cluster of up to 8 (portable) blocks whose bins are summed through DSMEM. On the H100 one block took 13 µs per call
+// for 65536 int64 values (device-bound) against 9.9 µs at 4096 (host-bound); 8 blocks of 8192 each stay host-bound.
+constexpr int64_t kSmallCallMaxElements = 65536;
+constexpr int64_t kSmallCallElementsPerBlock = 8192;
 // Most elements a block (or cluster) may count between two flushes of its 32-bit shared-memory counters.
 constexpr int64_t kMaxCountsPerFlush = int64_t(UINT32_MAX);
 
@@ -184,7 +195,7 @@ int64_t accumulator_bytes(AccKind acc) { return (acc == AccKind::kDouble || acc 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The smallest cluster (or the forced size) whose blocks' shared memory holds the bins and that can be resident.
-PlanStatus plan_cluster(const PlanRequest& request, const DeviceCaps& caps, const KernelSet& kernels,
+PlanStatus plan_cluster(const PlanRequest& request, const DeviceCaps& caps, Tier tier, const void* kernel,
                         HistogramPlan* plan) {
   const int64_t acc_bytes = accumulator_bytes(request.acc);
   const int first = request.forced_cluster_size > 0 ? request.forced_cluster_size : 2;
@@ -196,8 +207,8 @@ PlanStatus plan_cluster(const PlanRequest& request, const DeviceCaps& caps, cons
     const int64_t bytes = per_block * acc_bytes;
     if (bytes > caps.shared_optin) continue;
     fitted = true;
-    if (size > launchable || max_active_clusters(kernels.cluster, request.device, size, bytes) < 1) continue;
-    plan->tier = Tier::kCluster;
+    if (size > launchable || max_active_clusters(kernel, request.device, size, bytes) < 1) continue;
+    plan->tier = tier;
     plan->cluster_size = size;
     plan->threads = kBlockThreads;
     plan->bins_per_block = per_block;
@@ -219,10 +230,10 @@ const char* plan_status_message(PlanStatus status) {
     case PlanStatus::kSharedTooSmall:
       return "tier 'shared' needs all bins in one block's shared memory, and these bins do not fit";
     case PlanStatus::kClusterUnavailable:
-      return "tier 'cluster' needs a device of compute capability 9.0+ and an extension built with sm_90 code "
-             "(TORCH_CUDA_ARCH_LIST including 9.0)";
+      return "tiers 'cluster' and 'cluster_dsmem' need a device of compute capability 9.0+ and an extension built "
+             "with sm_90 code (TORCH_CUDA_ARCH_LIST including 9.0)";
     case PlanStatus::kClusterTooSmall:
-      return "tier 'cluster' cannot hold these bins: they do not fit the shared memory of any launchable cluster";
+      return "a cluster tier cannot hold these bins: they do not fit the shared memory of any launchable cluster";
     case PlanStatus::kClusterSizeUnsupported:
       return "the forced cluster size cannot be launched on this device with the shared memory these bins need";
   }
@@ -232,8 +243,8 @@ const char* plan_status_message(PlanStatus status) {
 // The tier choice, in one place:
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
-//   2. cluster - sm_90 code on an sm_90+ device, bins <= kClusterAutoMaxBins (measured, see above), and the
-//                smallest cluster whose combined shared memory holds the bins can be resident;
+//   2. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (measured, see above),
+//                and the smallest cluster whose combined shared memory holds the bins can be resident;
 //   3. global  - everything else (and, before sm_90, everything beyond tier 1).
 PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error) {
   DeviceCaps caps;
@@ -247,8 +258,8 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
   std::vector<KernelSet> planned{kernels};
   if (request.acc == AccKind::kFixed) planned.push_back(kernels_for(request.input_type, AccKind::kExponent));
   for (const KernelSet& set : planned) {
-    for (const void* kernel : {set.shared, set.cluster}) {
-      *cuda_error = configure_kernel(kernel, request.device, caps, kernel == set.cluster);
+    for (const void* kernel : {set.shared, set.cluster, set.cluster_dsmem}) {
+      *cuda_error = configure_kernel(kernel, request.device, caps, kernel != set.shared);
       if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
     }
   }
@@ -266,7 +277,8 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
     plan->cluster_size = 1;
     plan->threads = kGlobalThreads;
     plan->bins_per_block = 0;
-    plan->shared_bytes = 0;
+    // Counts keep a cache of hot bins per block (HotBinCache in histogram.cuh): a tag and a count per slot.
+    plan->shared_bytes = request.acc == AccKind::kCount ? int64_t(kGlobalCacheSlots) * 8 : 0;
     return PlanStatus::kOk;
   };
   const bool cluster_ok = cluster_code_available(kernels.cluster, request.device, caps);
@@ -277,13 +289,17 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
     case Tier::kGlobal:
       return plan_global();
     case Tier::kCluster:
-      return cluster_ok ? plan_cluster(request, caps, kernels, plan) : PlanStatus::kClusterUnavailable;
+      return cluster_ok ? plan_cluster(request, caps, Tier::kCluster, kernels.cluster, plan)
+                        : PlanStatus::kClusterUnavailable;
+    case Tier::kClusterDsmem:
+      return cluster_ok ? plan_cluster(request, caps, Tier::kClusterDsmem, kernels.cluster_dsmem, plan)
+                        : PlanStatus::kClusterUnavailable;
     default:
       break;
   }
   if (request.bins <= shared_capacity) return plan_shared();
-  if (cluster_ok && request.bins <= kClusterAutoMaxBins &&
-      plan_cluster(request, caps, kernels, plan) == PlanStatus::kOk) {
+  if (cluster_ok && request.bins <= kClusterAutoMaxBlocks * shared_capacity &&
+      plan_cluster(request, caps, Tier::kCluster, kernels.cluster, plan) == PlanStatus::kOk) {
     return PlanStatus::kOk;
   }
   return plan_global();
@@ -305,6 +321,7 @@ struct LaunchShape {
   int threads = kBlockThreads;
   bool store_rows = false;
   bool flush_each_item = false;
+  bool reduce_in_cluster = false;  // shared tier: the grid is one cluster that sums its bins through DSMEM
 };
 
 // Cuts rows into segments so that `resident` workers (blocks or clusters) all get an item, but no segment is
@@ -357,13 +374,27 @@ cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, con
       if (err != cudaSuccess) return err;
       shape_items(p, int64_t(per_sm) * caps.sm_count,
                   std::max<int64_t>(shape->threads * kMinElementsPerThread, 2 * plan.bins_per_block), shape);
+      if (p.output_row_stride == 0 && p.elements() <= kSmallCallMaxElements) {
+        int64_t blocks = std::min<int64_t>(8, ceil_div(p.elements(), kSmallCallElementsPerBlock));
+        if (!cluster_code_available(kernels.cluster, device, caps)) blocks = 1;
+        shape->segments = ceil_div(blocks, p.rows);
+        shape->grid = blocks;
+        shape->reduce_in_cluster = blocks > 1;
+      }
       break;
     }
-    case Tier::kCluster: {
+    case Tier::kCluster:
+    case Tier::kClusterDsmem: {
       shape->threads = kBlockThreads;
-      const int resident = max_active_clusters(kernels.cluster, device, plan.cluster_size, plan.shared_bytes);
+      const bool dsmem = plan.tier == Tier::kClusterDsmem;
+      const int resident = max_active_clusters(dsmem ? kernels.cluster_dsmem : kernels.cluster, device,
+                                               plan.cluster_size, plan.shared_bytes);
+      // A worker is a cluster. In tier cluster_dsmem its blocks split an item's elements; in tier cluster every block
+      // reads the whole item (and zeroes and flushes only its own bins).
+      const int64_t readers = dsmem ? plan.cluster_size : 1;
       shape_items(p, resident,
-                  std::max<int64_t>(int64_t(plan.cluster_size) * kBlockThreads * kMinElementsPerThread, 2 * p.bins),
+                  std::max<int64_t>(readers * kBlockThreads * kMinElementsPerThread,
+                                    2 * (dsmem ? p.bins : plan.bins_per_block)),
                   shape);
       shape->grid *= plan.cluster_size;
       break;
@@ -372,8 +403,16 @@ cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, con
       shape_stateless(p, caps, kGlobalThreads, shape);
       return cudaSuccess;  // the global tier adds straight into the output: never stores rows
   }
-  if (acc == AccKind::kCount) bound_counts_between_flushes(p, shape->grid / plan.cluster_size, shape);
-  shape->store_rows = may_store && p.output_row_stride != 0 && shape->segments == 1;
+  const int64_t workers = shape->grid / plan.cluster_size;
+  if (acc == AccKind::kCount) bound_counts_between_flushes(p, workers, shape);
+  // Stores replace the output, so each output row must be flushed exactly once, by the one worker that counted all
+  // of it: a batched row that is not split, or a 1-D histogram counted by a single worker or summed in one cluster
+  // (no zeroing launch).
+  const bool one_worker = workers == 1 || shape->reduce_in_cluster;
+  shape->store_rows = may_store &&
+                     (p.output_row_stride != 0 ? shape->segments == 1 : one_worker && !shape->flush_each_item);
+  // Without stores (the deterministic passes) the blocks flush into the scratch as usual.
+  if (!shape->store_rows) shape->reduce_in_cluster = false;
   return cudaSuccess;
 }
 
@@ -382,21 +421,30 @@ cudaError_t launch_tier(HistogramParams params, const KernelSet& kernels, const 
   params.segments_per_row = shape.segments;
   params.store_rows = shape.store_rows;
   params.flush_each_item = shape.flush_each_item;
+  params.reduce_in_cluster = shape.reduce_in_cluster;
   params.bins_per_block = plan.bins_per_block;
   void* args[] = {&params};
   switch (plan.tier) {
     case Tier::kShared:
+      if (shape.reduce_in_cluster) {
+        cudaLaunchAttribute attribute;
+        const cudaLaunchConfig_t config =
+            cluster_launch_config(shape.grid, static_cast<int>(shape.grid), plan.shared_bytes, stream, &attribute);
+        return cudaLaunchKernelExC(&config, kernels.shared, args);
+      }
       return cudaLaunchKernel(kernels.shared, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args,
                               static_cast<size_t>(plan.shared_bytes), stream);
-    case Tier::kCluster: {
+    case Tier::kCluster:
+    case Tier::kClusterDsmem: {
       cudaLaunchAttribute attribute;
       const cudaLaunchConfig_t config =
           cluster_launch_config(shape.grid, plan.cluster_size, plan.shared_bytes, stream, &attribute);
-      return cudaLaunchKernelExC(&config, kernels.cluster, args);
+      return cudaLaunchKernelExC(&config, plan.tier == Tier::kCluster ? kernels.cluster : kernels.cluster_dsmem,
+                                 args);
     }
     default:
-      return cudaLaunchKernel(kernels.global, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args, 0,
-                              stream);
+      return cudaLaunchKernel(kernels.global, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args,
+                              static_cast<size_t>(plan.shared_bytes), stream);
   }
 }
 

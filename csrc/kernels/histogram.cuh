@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels.h"
 #include "params.h"
@@ -181,6 +182,56 @@ __device__ __forceinline__ Acc* shared_bins() {
   return reinterpret_cast<Acc*>(shared_storage);
 }
 
+// The global tier's per-block cache of bins (counts only): kGlobalCacheSlots slots of (tag, count) in shared memory.
+// A bin goes to slot flat_bin mod slots; the first bin to land in an empty slot claims it (atomicCAS) for the rest of
+// the kernel, and its counts stay in shared memory until the block ends; any other bin of that slot goes to the
+// output. Tags are flat output bins, so one cache serves every row of a batched call without flushing between rows.
+// Off when a flat bin does not fit a 32-bit tag, or when one block could count 2^32 values (a 32-bit slot could wrap).
+struct HotBinCache {
+  static constexpr uint32_t kEmpty = 0xffffffffu;
+  uint32_t* tags;
+  uint32_t* counts;
+  bool enabled;
+
+  __device__ explicit HotBinCache(const HistogramParams& p) {
+    tags = shared_bins<uint32_t>();
+    counts = tags + kGlobalCacheSlots;
+    const int64_t items = p.rows * p.segments_per_row;
+    const int64_t most_per_block =
+        (items + gridDim.x - 1) / gridDim.x * ((p.row_length + p.segments_per_row - 1) / p.segments_per_row);
+    enabled = p.output_rows() * p.bins < int64_t(kEmpty) && most_per_block <= int64_t(UINT32_MAX);
+    for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
+      tags[i] = kEmpty;
+      counts[i] = 0u;
+    }
+  }
+
+  __device__ void add(const HistogramParams& p, int64_t flat_bin, uint32_t count) {
+    if (enabled) {
+      const uint32_t tag = static_cast<uint32_t>(flat_bin);
+      const uint32_t slot = tag & (kGlobalCacheSlots - 1);
+      uint32_t owner = *static_cast<volatile uint32_t*>(tags + slot);
+      if (owner == kEmpty) {
+        owner = atomicCAS(tags + slot, kEmpty, tag);
+        if (owner == kEmpty) owner = tag;
+      }
+      if (owner == tag) {
+        atomicAdd(counts + slot, count);
+        return;
+      }
+    }
+    CountPolicy::add_global(p, flat_bin, count);
+  }
+
+  __device__ void flush(const HistogramParams& p) {
+    if (!enabled) return;
+    for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
+      if (tags[i] != kEmpty && counts[i] != 0u) CountPolicy::add_global(p, tags[i], counts[i]);
+    }
+  }
+};
+
+
 template <typename Acc>
 __device__ __forceinline__ void zero_bins(Acc* bins, int64_t count) {
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) bins[i] = Acc(0);
@@ -234,7 +285,8 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
 
 }  // namespace detail
 
-// Tier 1: every block keeps all bins in its own shared memory; a persistent grid over the work items.
+// Tier 1: every block keeps all bins in its own shared memory; a persistent grid over the work items. A small 1-D
+// call (p.reduce_in_cluster) runs as one cluster and sums its blocks' bins through DSMEM instead of flushing.
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kBlockThreads) shared_tier_kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
@@ -250,14 +302,72 @@ __global__ void __launch_bounds__(kBlockThreads) shared_tier_kernel(const Histog
         const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
         if (add != Acc(0)) Policy::add_shared(bins + bin, add);
       },
-      [] { __syncthreads(); }, [&](int64_t row) { detail::flush_bins<Policy>(p, bins, row, 0, p.bins); });
+      [] { __syncthreads(); },
+      [&](int64_t row) {
+        if (!p.reduce_in_cluster) detail::flush_bins<Policy>(p, bins, row, 0, p.bins);
+      });
+  if constexpr (Policy::kMayStore) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (p.reduce_in_cluster) {
+      namespace cg = cooperative_groups;
+      const cg::cluster_group cluster = cg::this_cluster();
+      cluster.sync();  // every block's counts must be complete before any block reads them
+      const uint32_t size = cluster.num_blocks();
+      for (int64_t i = int64_t(cluster.block_rank()) * blockDim.x + threadIdx.x; i < p.bins;
+           i += int64_t(size) * blockDim.x) {
+        Acc sum = Acc(0);
+        for (uint32_t rank = 0; rank < size; ++rank) sum += cluster.map_shared_rank(bins, rank)[i];
+        Policy::store(p, i, sum);
+      }
+      cluster.sync();  // no block may exit while another still reads its shared memory
+    }
+#endif
+  }
 }
 
-// Tier 2: the bins are split across the blocks of a cluster (p.bins_per_block each, the last block fewer) and
-// every thread adds into the owning block's shared memory through distributed shared memory. The blocks of a
-// cluster work on the same item.
+// Tier 2: the bins are split across the blocks of a cluster (p.bins_per_block each, the last block fewer). Every
+// block of a cluster reads all of the cluster's items and counts only the values of its own bins, with local
+// shared-memory atomics: the input is read cluster-size times, but the blocks of a cluster run together on one GPC,
+// so all reads after the first come from L2, which sustains them, while adds stay local (remote DSMEM atomics, the
+// guide's design kept as tier "cluster_dsmem", are the bottleneck there and serialise on a hot bin).
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kBlockThreads) cluster_tier_kernel(const HistogramParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  using Acc = typename Policy::Acc;
+  const cg::cluster_group cluster = cg::this_cluster();
+  Acc* bins = detail::shared_bins<Acc>();
+  // Cluster capacity is far below 2^31 bins, so the owned-range arithmetic runs in 32 bits.
+  const uint32_t per_block = static_cast<uint32_t>(p.bins_per_block);
+  const uint32_t size = cluster.num_blocks();
+  const int64_t first = int64_t(cluster.block_rank()) * per_block;
+  const int64_t owned = first >= p.bins ? 0 : (p.bins - first < per_block ? p.bins - first : per_block);
+  const uint32_t owned32 = static_cast<uint32_t>(owned);
+  detail::zero_bins(bins, owned);
+  __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
+  const Binner<T> binner(p);
+  detail::for_each_item<T>(
+      p, blockIdx.x / size, gridDim.x / size, threadIdx.x, blockDim.x,
+      [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
+        const int64_t bin = binner(value);
+        // A dropped value (-1) or another block's bin wraps to at least owned32 (bins < 2^31).
+        const uint32_t local = static_cast<uint32_t>(bin - first);
+        if (local >= owned32) return;
+        const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
+        if (add != Acc(0)) Policy::add_shared(bins + local, add);
+      },
+      [] { __syncthreads(); }, [&](int64_t row) { detail::flush_bins<Policy>(p, bins, row, first, owned); });
+#endif
+  // Without sm_90 code this body is empty; the host launches the cluster tiers only after checking that the loaded
+  // binary was compiled for sm_90 or newer (see cluster_code_available in dispatch.cu).
+}
+
+// Tier "cluster_dsmem", the CUDA guide's design: the bins are split across the blocks of a cluster as in tier 2, but
+// the blocks share the work items and every thread adds into the owning block's shared memory through distributed
+// shared memory (map_shared_rank). Remote atomics cap it near 80 G adds/s and serialise on a hot bin, so the plan
+// never picks it (dispatch.cu); it stays as a forced tier for comparison.
+template <typename T, typename Policy>
+__global__ void __launch_bounds__(kBlockThreads) cluster_dsmem_tier_kernel(const HistogramParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   using Acc = typename Policy::Acc;
@@ -292,21 +402,50 @@ __global__ void __launch_bounds__(kBlockThreads) cluster_tier_kernel(const Histo
   // binary was compiled for sm_90 or newer (see cluster_code_available in dispatch.cu).
 }
 
-// Tier 3: atomics straight into the destination (no block state, so nothing to flush between items).
+// Tier 3: atomics straight into the destination. Counts take two shortcuts that keep skewed data off one address,
+// where global atomics serialise (197 ms for 2^28 values of one bin on the H100, 44 ms for Zipf at 1M bins;
+// benchmarks/NOTES.md): a thread's consecutive values of one bin are added as one run, and each block keeps a small
+// direct-mapped cache of bins in shared memory (detail::HotBinCache), claimed by the first bin that lands in a slot,
+// so a hot bin is counted in shared memory and reaches the output once per block.
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kGlobalThreads) global_tier_kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
   const Binner<T> binner(p);
-  detail::for_each_item<T>(
-      p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
-      [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
-        const int64_t bin = binner(value);
-        if (bin < 0) return;
-        const int64_t flat_bin = span.output_row * p.bins + bin;
-        const Acc add = Policy::contribution(p, flat_bin, weight_offset);
-        if (add != Acc(0)) Policy::add_global(p, flat_bin, add);
-      },
-      [] {}, [](int64_t) {});
+  if constexpr (std::is_same<Policy, detail::CountPolicy>::value) {
+    detail::HotBinCache cache(p);
+    __syncthreads();  // every slot must be empty before any thread claims one
+    int64_t run_bin = -1;
+    uint32_t run_length = 0;
+    detail::for_each_item<T>(
+        p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+        [&](const detail::ItemSpan<T>& span, T value, int64_t) {
+          const int64_t bin = binner(value);
+          if (bin < 0) return;
+          const int64_t flat_bin = span.output_row * p.bins + bin;
+          if (flat_bin == run_bin && run_length != UINT32_MAX) {
+            ++run_length;
+            return;
+          }
+          if (run_length != 0) cache.add(p, run_bin, run_length);
+          run_bin = flat_bin;
+          run_length = 1;
+        },
+        [] {}, [](int64_t) {});
+    if (run_length != 0) cache.add(p, run_bin, run_length);
+    __syncthreads();  // every add into the cache must land before it is flushed
+    cache.flush(p);
+  } else {
+    detail::for_each_item<T>(
+        p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+        [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
+          const int64_t bin = binner(value);
+          if (bin < 0) return;
+          const int64_t flat_bin = span.output_row * p.bins + bin;
+          const Acc add = Policy::contribution(p, flat_bin, weight_offset);
+          if (add != Acc(0)) Policy::add_global(p, flat_bin, add);
+        },
+        [] {}, [](int64_t) {});
+  }
 }
 
 // Range pass for floating input with no min/max: the min and max of the finite values, as two keys kept with
@@ -350,6 +489,7 @@ KernelSet make_kernel_set() {
   KernelSet set;
   set.shared = reinterpret_cast<const void*>(&shared_tier_kernel<T, Policy>);
   set.cluster = reinterpret_cast<const void*>(&cluster_tier_kernel<T, Policy>);
+  set.cluster_dsmem = reinterpret_cast<const void*>(&cluster_dsmem_tier_kernel<T, Policy>);
   set.global = reinterpret_cast<const void*>(&global_tier_kernel<T, Policy>);
   if constexpr (std::is_integral<T>::value) {
     set.finite_range = nullptr;  // integer input without a range bins by value: no range pass

@@ -15,17 +15,21 @@ namespace dsmhist {
 constexpr int kBlockThreads = 1024;
 // The global tier keeps no per-block state; smaller blocks spread over the SMs more evenly.
 constexpr int kGlobalThreads = 256;
+// Slots of the global tier's per-block cache of bins (counts): 16 KB of tags and counts per block, so 8 blocks still fit
+// an SM's shared memory. A power of two (slot = bin mod slots).
+constexpr int kGlobalCacheSlots = 2048;
 constexpr int kRangeThreads = 256;
 
 // Addresses of the kernels instantiated for one input type and accumulator.
 struct KernelSet {
   const void* shared = nullptr;
   const void* cluster = nullptr;
+  const void* cluster_dsmem = nullptr;
   const void* global = nullptr;
   const void* finite_range = nullptr;  // null for integer inputs
 };
 
-// Defined in histogram_int.cu / histogram_float.cu, one specialisation per input type.
+// Defined in histogram_<type>.cu, one translation unit per input type.
 template <typename T>
 KernelSet kernel_set_for(AccKind acc);
 
@@ -54,8 +58,8 @@ enum class PlanStatus : int32_t {
   kOk = 0,
   kCudaError,              // a CUDA runtime query failed; see the cudaError_t
   kSharedTooSmall,         // forced "shared" but the bins do not fit one block's shared memory
-  kClusterUnavailable,     // forced "cluster" on a device below sm_90, or a binary without sm_90 code
-  kClusterTooSmall,        // forced "cluster" but the bins do not fit any launchable cluster
+  kClusterUnavailable,     // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
+  kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
   kClusterSizeUnsupported  // the forced cluster size cannot be launched with this shared memory on this device
 };
 

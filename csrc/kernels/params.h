@@ -29,8 +29,10 @@ enum class BinMode : int32_t { kIndex, kRange };
 // scaled by that exponent (kFixed). See DeterministicScratch.
 enum class AccKind : int32_t { kCount, kFloat, kDouble, kExponent, kFixed };
 
-// Strategy tiers on CUDA; kAuto lets the planner choose.
-enum class Tier : int32_t { kAuto = 0, kShared = 1, kCluster = 2, kGlobal = 3 };
+// Strategy tiers on CUDA; kAuto lets the planner choose. kCluster: the blocks of a cluster split the bins and each
+// counts only its own range, all reading the same input. kClusterDsmem: the CUDA guide's design, every block adds
+// into the owning block's bins through distributed shared memory (forced only; see dispatch.cu for why).
+enum class Tier : int32_t { kAuto = 0, kShared = 1, kCluster = 2, kGlobal = 3, kClusterDsmem = 4 };
 
 // Inputs whose dims do not collapse to this many are copied to contiguous memory first (documented in the README).
 constexpr int kMaxDims = 8;
@@ -102,6 +104,10 @@ struct HistogramParams {
   // Set by the launcher: flush a block's bins after every item, not only when the output row changes, so no 32-bit
   // shared-memory count can wrap however many elements one block sees (only huge or stride-0 inputs need it).
   bool flush_each_item = false;
+  // Set by the launcher, shared tier only: the grid is one cluster whose blocks count parts of one 1-D histogram;
+  // at the end each block sums a share of the bins over every block's shared memory (DSMEM) and stores it, so a
+  // small call is one launch with no zeroing of the output.
+  bool reduce_in_cluster = false;
   // Cluster tier only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;
@@ -342,9 +348,13 @@ struct Binner {
   BinMode mode;
   bool clamp;
   int64_t bins;
+  // min(bins, 2^31): an input of at most 32 bits is a bin index exactly when, cast to uint32, it is below this.
+  uint32_t narrow_bins;
   C lo, hi, fbins, scale, scaled_lo, scaled_span;
 
-  DSMHIST_HD explicit Binner(const HistogramParams& p) : mode(p.mode), clamp(p.clamp), bins(p.bins) {
+  DSMHIST_HD explicit Binner(const HistogramParams& p)
+      : mode(p.mode), clamp(p.clamp), bins(p.bins),
+        narrow_bins(static_cast<uint32_t>(p.bins < (int64_t(1) << 31) ? p.bins : (int64_t(1) << 31))) {
     double range_lo = p.lo, range_hi = p.hi;
     if (p.device_range != nullptr) decode_data_range(p.device_range, &range_lo, &range_hi);
     lo = static_cast<C>(range_lo);
@@ -368,7 +378,12 @@ struct Binner {
     if constexpr (std::is_integral<T>::value) {
       if (mode == BinMode::kIndex) {
         const int64_t v = static_cast<int64_t>(value);
-        if (v >= 0 && v < bins) return v;
+        // One unsigned compare tests 0 <= v < bins (negative values wrap above every bin count).
+        if constexpr (sizeof(T) <= 4) {
+          if (static_cast<uint32_t>(static_cast<int32_t>(value)) < narrow_bins) return v;
+        } else {
+          if (static_cast<uint64_t>(v) < static_cast<uint64_t>(bins)) return v;
+        }
         if (!clamp) return -1;
         return v < 0 ? 0 : bins - 1;
       }

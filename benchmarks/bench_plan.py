@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The measurements behind the planner's thresholds (csrc/kernels/dispatch.cu): where the cluster tier stops paying.
+
+    python benchmarks/bench_plan.py [--n N] [--out-dir DIR]
+
+For bin counts from one block's shared memory to past the largest cluster's, on 2^28 int32 values of every
+distribution of the suite (uniform, normal, one hot bin, zipf, sorted), it times:
+  * tier cluster at each cluster size from the smallest that holds the bins up to the largest this device launches
+    (so the cost of every extra block reading the input is visible);
+  * tier cluster_dsmem (the CUDA guide's remote DSMEM adds) at the smallest size, and tier global;
+  * auto, i.e. what the planner picks.
+Every result is checked against torch.bincount first (a mismatch is a FAIL and exit 1). Median ms of CUDA-event
+timings. The verdict line per bin count is the worst case over the distributions of (cluster at its best size) /
+(global): the planner keeps the cluster tier where that is below 1. Writes the "plan" section of RESULTS.md.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_suite import DISTRIBUTIONS, device_boundaries, make_values  # noqa: E402
+from bench_tiers import event_ms, first_line, fmt, git_commit, log, md_table, progress, release, torch_dsmhist  # noqa: E402
+from bench_tiers import write_results_section  # noqa: E402
+
+BEGIN, END = "<!-- plan:begin -->", "<!-- plan:end -->"
+
+
+def timed(call, reference: torch.Tensor, reps: int) -> Tuple[Optional[float], str]:
+    """(median ms, status) of `call`, after checking its result against `reference`."""
+    try:
+        if not torch.equal(call(), reference):
+            return None, "FAIL"
+        runs = reps if event_ms(call, 1)[0] < 100 else 1
+        return statistics.median(event_ms(call, runs)), "ok"
+    except ValueError as error:
+        return None, "n/a: " + first_line(error)[:60]
+
+
+def forced(tier: str, size: Optional[int], x: torch.Tensor, bins: int):
+    def call() -> torch.Tensor:
+        with torch_dsmhist.force_tier(tier, size):
+            return torch_dsmhist.histogram(x, bins)
+    return call
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2**28, help="int32 values per input (default 2^28)")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_plan needs a CUDA device")
+        return 2
+    started = time.perf_counter()
+    shared, largest = device_boundaries()
+    if largest == shared:
+        print("no cluster tier on this device / build: nothing to measure")
+        return 0
+    packed = largest // 16 if largest > 16 * shared else shared  # bins per block of tier cluster's counts
+    bins_list = sorted({shared + 1, 65536, 2 * shared, 131072, 3 * shared, 262144, 393216, 524288, 786432,
+                        16 * shared, 1048576, largest, largest + 1, 4194304})
+    rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
+    failures: List[str] = []
+    todo = [(bins, d) for bins in bins_list for d in DISTRIBUTIONS]
+    for bins, distribution in progress(todo, "cases"):
+        gen = torch.Generator(device="cuda").manual_seed(bins)
+        x = make_values(distribution, args.n, bins, torch.int32, gen)
+        reference = torch.bincount(x, minlength=bins)
+        cells: Dict[str, Tuple[Optional[float], str]] = {}
+        cells["auto"] = timed(lambda: torch_dsmhist.histogram(x, bins), reference, args.reps)
+        cells["global"] = timed(forced("global", None, x, bins), reference, args.reps)
+        if -(-bins // shared) <= 16:
+            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", -(-bins // shared), x, bins), reference, args.reps)
+        smallest = -(-bins // packed)
+        if smallest <= 16:
+            for size in sorted({smallest, min(smallest + 1, 16), min(2 * smallest, 16), 16}):
+                cells[f"cluster {size}"] = timed(forced("cluster", size, x, bins), reference, args.reps)
+        failures += [f"{name} @ {bins} {distribution}" for name, (_, status) in cells.items() if status == "FAIL"]
+        rows[(bins, distribution)] = cells
+        del x, reference
+        release()
+
+    props = torch.cuda.get_device_properties(0)
+    lines = [BEGIN, "# Plan thresholds (benchmarks/bench_plan.py)", ""]
+    if failures:
+        lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
+    lines += [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch {torch.__version__}; "
+              f"date {time.strftime('%Y-%m-%d')}; git commit: {git_commit()}; {time.perf_counter() - started:.0f} s",
+              f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
+              f"first run took over 100 ms). One block holds {shared} bins; the largest cluster {largest}.",
+              "- `cluster k`: tier cluster forced to k blocks. `best/global`: the best cluster size over global atomics, "
+              "worst distribution; the planner uses the cluster tier where it is below 1.", ""]
+    verdicts = []
+    for bins in bins_list:
+        body = []
+        names: List[str] = []
+        for d in DISTRIBUTIONS:
+            for name in rows[(bins, d)]:
+                if name not in names:
+                    names.append(name)
+        worst = None
+        for d in DISTRIBUTIONS:
+            cells = rows[(bins, d)]
+            body.append([d] + [fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else
+                               (cells[n][1] if n in cells else "") for n in names])
+            clusters = [v for n, (v, s) in cells.items() if n.startswith("cluster ") and s == "ok"]
+            g = cells["global"][0]
+            if clusters and g:
+                ratio = min(clusters) / g
+                worst = ratio if worst is None else max(worst, ratio)
+        verdicts.append((bins, worst))
+        lines += [f"## {bins} bins" + (f" — best cluster / global, worst distribution: {worst:.2f}" if worst else ""),
+                  ""] + md_table(["distribution"] + names, body)
+    lines += ["## Verdict", ""] + md_table(["bins", "best cluster / global (worst distribution)"],
+                                           [[str(b), f"{w:.2f}" if w else "—"] for b, w in verdicts])
+    lines += ["", "Reproduce: `python benchmarks/bench_plan.py`.", END]
+    section = "\n".join(lines) + "\n"
+    write_results_section(BEGIN, END, section, args.out_dir)
+    print(section)
+    for failure in failures:
+        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Count paths on CUDA that only some data reaches, checked exactly against an independent reference: hot bins at the
+edges of the cluster tier's per-block bin ranges (a block's first and last bin, past 2^16 counts), the global tier's
+run merging and per-block cache of hot bins (two hot bins sharing a cache slot, batched rows sharing the cache), and
+small 1-D calls, which run as one cluster that sums its blocks' bins through DSMEM and stores the output itself.
+Skipped without a GPU."""
+
+import pytest
+import torch
+from conftest import CUDA_OK, CUDA_SKIP_REASON
+from helpers import cluster_available, max_cluster_size, reference_histogram, shared_capacity
+
+import torch_dsmhist
+
+pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
+
+WRAP = 1 << 16  # counts past 16 bits
+CACHE_SLOTS = 2048  # kGlobalCacheSlots (csrc/kernels/kernels.h)
+
+
+def hot_values(bins: int, hot: dict, background: int, gen: torch.Generator) -> torch.Tensor:
+    """`hot[b]` copies of each bin b, plus `background` uniform values in [0, bins) (a few outside), shuffled."""
+    parts = [torch.full((count,), b, dtype=torch.int64) for b, count in hot.items()]
+    parts.append(torch.randint(-2, bins + 2, (background,), generator=gen))
+    values = torch.cat(parts)
+    return values[torch.randperm(values.numel(), generator=gen)]
+
+
+def per_block(bins: int, size: int) -> int:
+    return -(-bins // size)
+
+
+def cluster_sizes_for(bins: int):
+    """Cluster sizes to force: the smallest tier cluster accepts and a few more that the device launches."""
+    if not cluster_available():
+        pytest.skip("no cluster tier on this device / build")
+    sizes = []
+    for size in (1, 2, 3, 5, max_cluster_size()):
+        if size <= max_cluster_size() and size not in sizes:
+            try:
+                with torch_dsmhist.force_tier("cluster", size):
+                    torch_dsmhist.plan(bins)
+                sizes.append(size)
+            except ValueError:
+                continue
+    assert sizes, "tier cluster could not hold the bins at any size"
+    return sizes
+
+
+@pytest.mark.parametrize("order", ["shuffled", "sorted"])
+@pytest.mark.parametrize("count_dtype", [torch.int64, torch.int32])
+def test_cluster_hot_bins_at_block_edges(order, count_dtype, gen):
+    bins = 100003  # odd, so the blocks' ranges are uneven
+    sizes = cluster_sizes_for(bins)
+    for size in sizes:
+        step = per_block(bins, size)
+        hot = {0: 3 * WRAP + 5, 1: 2 * WRAP + 7}
+        hot[step - 1] = WRAP + 1  # the last bin of block 0
+        if size > 1:
+            hot[step] = 2 * WRAP  # the first bin of block 1
+        hot[bins - 1] = WRAP - 1 + 2 * WRAP  # the last bin of all
+        hot[bins // 2 | 1] = 4 * WRAP + 3
+        x = hot_values(bins, hot, 200003, gen)
+        if order == "sorted":
+            x = x.sort().values
+        expected = reference_histogram(x, bins).to(count_dtype)
+        x = x.cuda()
+        with torch_dsmhist.force_tier("cluster", size):
+            assert torch_dsmhist.plan(bins).cluster_size == size
+            out = torch_dsmhist.histogram(x, bins, dtype=count_dtype)
+            assert torch.equal(out.cpu(), expected), f"cluster of {size}"
+            # Accumulating into a histogram that already holds counts.
+            start = torch.randint(0, 1000, (bins,), generator=gen, dtype=count_dtype)
+            hist = start.cuda()
+            torch_dsmhist.histogram_add_(hist, x)
+            assert torch.equal(hist.cpu(), start + expected), f"histogram_add_, cluster of {size}"
+
+
+def test_cluster_hot_bins_batched_rows(gen):
+    bins = 120001
+    sizes = cluster_sizes_for(bins)
+    rows = [hot_values(bins, {r: WRAP + 17 * r, r + 1: 2 * WRAP - 17 * r}, 50001, gen) for r in range(3)]
+    x = torch.stack(rows).cuda()
+    expected = torch.stack([reference_histogram(row, bins) for row in x])
+    for size in sizes:
+        with torch_dsmhist.force_tier("cluster", size):
+            assert torch.equal(torch_dsmhist.batched_histogram(x, bins).cpu(), expected.cpu()), f"cluster of {size}"
+            strided = x[:, ::2]
+            assert torch.equal(torch_dsmhist.batched_histogram(strided, bins).cpu(),
+                               torch.stack([reference_histogram(r, bins) for r in strided]).cpu())
+
+
+@pytest.mark.parametrize("bins", [1000, shared_capacity() * 2 + 17 if CUDA_OK else 0, 1048579])
+def test_global_tier_hot_bins(bins, gen):
+    # Two hot bins in one cache slot (only one can claim it), one hot bin per run of equal values, and a cold tail.
+    hot = {3: 500001, 3 + CACHE_SLOTS: 400003, bins - 1: 70001, bins // 3: 33}
+    hot = {b % bins: c for b, c in hot.items()}
+    x = hot_values(bins, hot, 300007, gen)
+    for order, data in (("shuffled", x), ("sorted", x.sort().values)):
+        expected = reference_histogram(data, bins)
+        data = data.cuda()
+        with torch_dsmhist.force_tier("global"):
+            out = torch_dsmhist.histogram(data, bins)
+            out32 = torch_dsmhist.histogram(data, bins, dtype=torch.int32)
+            clamped = torch_dsmhist.histogram(data, bins, out_of_range="clamp")
+            hist = torch.ones(bins, dtype=torch.int64, device="cuda")
+            torch_dsmhist.histogram_add_(hist, data)
+        assert torch.equal(out.cpu(), expected), order
+        assert torch.equal(out32.cpu(), expected.int()), order
+        assert torch.equal(clamped.cpu(), reference_histogram(data.cpu(), bins, out_of_range="clamp")), order
+        assert torch.equal(hist.cpu(), expected + 1), order
+
+
+def test_global_tier_hot_bins_batched(gen):
+    # Flat output bins tag the cache, so rows share it: the same hot bin of different rows must stay apart.
+    bins = 5003
+    x = torch.stack([hot_values(bins, {7: 90001 + 3 * r, (7 + CACHE_SLOTS) % bins: 30 - 3 * r}, 20011, gen)
+                     for r in range(5)]).cuda()
+    expected = torch.stack([reference_histogram(row, bins) for row in x])
+    with torch_dsmhist.force_tier("global"):
+        out = torch_dsmhist.batched_histogram(x, bins)
+        transposed = torch_dsmhist.batched_histogram(x.t().contiguous().t(), bins)
+    assert torch.equal(out.cpu(), expected.cpu())
+    assert torch.equal(transposed.cpu(), expected.cpu())
+
+
+@pytest.mark.parametrize("n", [1, 100, 8191, 8193, 30001, 65536, 65537])
+def test_small_calls_in_one_launch(n, gen):
+    bins = 300
+    x = torch.randint(-2, bins + 2, (n,), generator=gen)
+    w = torch.rand(n, generator=gen, dtype=torch.float64)
+    expected = reference_histogram(x, bins)
+    xc, wc = x.cuda(), w.cuda()
+    assert torch.equal(torch_dsmhist.histogram(xc, bins).cpu(), expected)
+    assert torch.equal(torch_dsmhist.histogram(xc, bins, dtype=torch.int32).cpu(), expected.int())
+    assert torch.equal(torch_dsmhist.histogram(xc, bins, out_of_range="clamp").cpu(),
+                       reference_histogram(x, bins, out_of_range="clamp"))
+    torch.testing.assert_close(torch_dsmhist.histogram(xc, bins, weight=wc).cpu(),
+                               reference_histogram(x, bins, weight=w), rtol=1e-12, atol=1e-9)
+    hist = torch.full((bins,), 5, dtype=torch.int64, device="cuda")
+    torch_dsmhist.histogram_add_(hist, xc)
+    assert torch.equal(hist.cpu(), expected + 5)
+    # A 2-D view with a gap between rows: several rows feed one histogram.
+    if n >= 2:
+        grid = torch.randint(0, bins, (n // 2 + 1, 3), generator=gen)
+        view = grid.cuda()[:, ::2]
+        assert torch.equal(torch_dsmhist.histogram(view, bins).cpu(), reference_histogram(grid[:, ::2], bins))
+    # Deterministic weighted sums take their own passes (no stores): same sums to the last bit on a rerun.
+    torch.use_deterministic_algorithms(True)
+    try:
+        first = torch_dsmhist.histogram(xc, bins, weight=wc)
+        second = torch_dsmhist.histogram(xc, bins, weight=wc)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch.equal(first, second)
+    torch.testing.assert_close(first.cpu(), reference_histogram(x, bins, weight=w), rtol=1e-12, atol=1e-9)
