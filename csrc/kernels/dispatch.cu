@@ -21,11 +21,11 @@ namespace {
 // reads the whole input, so the cluster tier costs ~0.3 ms per block on 2^28 int32 values whatever the data, while the
 // global tier (run merging and a hot-bin cache) costs 3.3 ms on uniform data but 0.49 ms with one hot bin and
 // 0.7 ms sorted. Measured by benchmarks/bench_plan.py on an H100 80GB HBM3 (RESULTS.md section "Plan thresholds",
-// 2026-11-22), cluster / global at the smallest size, worst distribution vs uniform:
-//   2 blocks (65536 bins):  one hot 0.50 / 0.49, uniform 0.60 / 3.48  -> cluster (global up to 5.8x slower)
-//   3 blocks (131072):      one hot 0.90 / 0.49, uniform 0.97 / 3.26  -> cluster (1.8x worst vs 3.4x)
-//   4 blocks (196608):      one hot 1.14 / 0.49, uniform 1.24 / 3.38  -> cluster (2.3x worst vs 2.7x)
-//   5 blocks (262144):      one hot 1.54 / 0.49, uniform 1.68 / 3.29  -> global  (3.1x worst vs 2.0x)
+// commit 80de822, 2026-11-22), ms of cluster / global on its worst distribution (one hot bin) and on uniform data:
+//   2 blocks (65536 bins):          one hot 0.49 / 0.49, uniform 0.59 / 3.47  -> cluster (global 5.9x slower)
+//   3 blocks (131072):              one hot 0.89 / 0.49, uniform 0.96 / 3.28  -> cluster (1.8x worst vs 3.4x)
+//   4 blocks (forced, 131072):      one hot 1.13 / 0.49, uniform 1.23 / 3.28  -> cluster (2.3x worst vs 2.7x)
+//   5 blocks (262144):              one hot 1.53 / 0.49, uniform 1.66 / 3.28  -> global  (3.1x worst vs 2.0x)
 // The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 4 blocks.
 constexpr int kClusterAutoMaxBlocks = 4;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
