@@ -5,8 +5,8 @@
 
 For bin counts from one block's shared memory to past the largest cluster's, on 2^28 int32 values of every
 distribution of the suite (uniform, normal, one hot bin, zipf, sorted), it times:
-  * tier cluster at each cluster size from the smallest that holds the bins up to the largest this device launches
-    (so the cost of every extra block reading the input is visible);
+  * tier cluster at the smallest cluster size that holds the bins, one more block, twice as many, and 16 blocks
+    (so the cost of every extra block reading the input is visible; a size the device cannot launch shows n/a);
   * tier cluster_dsmem (the CUDA guide's remote DSMEM adds) at the smallest size, and tier global;
   * auto, i.e. what the planner picks.
 Every result is checked against torch.bincount first (a mismatch is a FAIL and exit 1). Median ms of CUDA-event
@@ -26,7 +26,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_suite import DISTRIBUTIONS, device_boundaries, make_values  # noqa: E402
-from bench_tiers import event_ms, first_line, fmt, git_commit, log, md_table, progress, release, torch_dsmhist  # noqa: E402
+from bench_tiers import event_ms, first_line, fmt, git_commit, md_table, progress, release, torch_dsmhist  # noqa: E402
 from bench_tiers import write_results_section  # noqa: E402
 
 BEGIN, END = "<!-- plan:begin -->", "<!-- plan:end -->"
@@ -64,7 +64,6 @@ def main() -> int:
     if largest == shared:
         print("no cluster tier on this device / build: nothing to measure")
         return 0
-    packed = largest // 16 if largest > 16 * shared else shared  # bins per block of tier cluster's counts
     bins_list = sorted({shared + 1, 65536, 2 * shared, 131072, 3 * shared, 262144, 393216, 524288, 786432,
                         16 * shared, 1048576, largest, largest + 1, 4194304})
     rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
@@ -77,10 +76,9 @@ def main() -> int:
         cells: Dict[str, Tuple[Optional[float], str]] = {}
         cells["auto"] = timed(lambda: torch_dsmhist.histogram(x, bins), reference, args.reps)
         cells["global"] = timed(forced("global", None, x, bins), reference, args.reps)
-        if -(-bins // shared) <= 16:
-            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", -(-bins // shared), x, bins), reference, args.reps)
-        smallest = -(-bins // packed)
+        smallest = -(-bins // shared)  # blocks of the smallest cluster that holds the bins
         if smallest <= 16:
+            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", smallest, x, bins), reference, args.reps)
             for size in sorted({smallest, min(smallest + 1, 16), min(2 * smallest, 16), 16}):
                 cells[f"cluster {size}"] = timed(forced("cluster", size, x, bins), reference, args.reps)
         failures += [f"{name} @ {bins} {distribution}" for name, (_, status) in cells.items() if status == "FAIL"]

@@ -274,12 +274,12 @@ def device_boundaries() -> Tuple[int, int]:
     shared = torch.cuda.get_device_properties(0).shared_memory_per_block_optin // 4
     cluster = torch_dsmhist.plan(shared + 1)
     largest = shared
-    if cluster.tier == "cluster":  # the largest cluster, with 16-bit counts (twice one block's) or 32-bit ones
-        for size, per_block in itertools.product(range(16, 0, -1), (2 * shared, shared)):
+    if cluster.tier == "cluster":
+        for size in range(16, 1, -1):
             try:
                 with torch_dsmhist.force_tier("cluster", cluster_size=size):
-                    torch_dsmhist.plan(per_block * size)
-                return shared, per_block * size
+                    largest = torch_dsmhist.plan(shared * size).bins_per_block * size
+                break
             except ValueError:
                 continue
     return shared, largest

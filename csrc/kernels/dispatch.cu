@@ -194,9 +194,16 @@ int64_t accumulator_bytes(AccKind acc) { return (acc == AccKind::kDouble || acc 
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The smallest cluster (or the forced size) whose blocks' shared memory holds the bins and that can be resident.
-PlanStatus plan_cluster(const PlanRequest& request, const DeviceCaps& caps, Tier tier, const void* kernel,
+// The kernel of a cluster tier (kCluster or kClusterDsmem).
+const void* cluster_kernel(const KernelSet& kernels, Tier tier) {
+  return tier == Tier::kClusterDsmem ? kernels.cluster_dsmem : kernels.cluster;
+}
+
+// The smallest cluster (or the forced size) of a cluster tier whose blocks' shared memory holds the bins and that can
+// be resident.
+PlanStatus plan_cluster(const PlanRequest& request, const DeviceCaps& caps, Tier tier, const KernelSet& kernels,
                         HistogramPlan* plan) {
+  const void* kernel = cluster_kernel(kernels, tier);
   const int64_t acc_bytes = accumulator_bytes(request.acc);
   const int first = request.forced_cluster_size > 0 ? request.forced_cluster_size : 2;
   const int last = request.forced_cluster_size > 0 ? request.forced_cluster_size : kMaxClusterSize;
@@ -289,17 +296,15 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
     case Tier::kGlobal:
       return plan_global();
     case Tier::kCluster:
-      return cluster_ok ? plan_cluster(request, caps, Tier::kCluster, kernels.cluster, plan)
-                        : PlanStatus::kClusterUnavailable;
     case Tier::kClusterDsmem:
-      return cluster_ok ? plan_cluster(request, caps, Tier::kClusterDsmem, kernels.cluster_dsmem, plan)
+      return cluster_ok ? plan_cluster(request, caps, request.forced_tier, kernels, plan)
                         : PlanStatus::kClusterUnavailable;
     default:
       break;
   }
   if (request.bins <= shared_capacity) return plan_shared();
   if (cluster_ok && request.bins <= kClusterAutoMaxBlocks * shared_capacity &&
-      plan_cluster(request, caps, Tier::kCluster, kernels.cluster, plan) == PlanStatus::kOk) {
+      plan_cluster(request, caps, Tier::kCluster, kernels, plan) == PlanStatus::kOk) {
     return PlanStatus::kOk;
   }
   return plan_global();
@@ -357,8 +362,8 @@ int shared_tier_threads(const HistogramParams& p, const DeviceCaps& caps, int64_
 // bins before flushing: then every item is flushed on its own and no item is longer than that. Unreachable with
 // memory-resident inputs on today's GPUs (2^32 elements per block), but not with stride-0 (expanded) views.
 void bound_counts_between_flushes(const HistogramParams& p, int64_t workers, LaunchShape* shape) {
-  const int64_t items = p.rows * shape->segments;
-  const int64_t per_worker = ceil_div(items, std::max<int64_t>(workers, 1)) * ceil_div(p.row_length, shape->segments);
+  const int64_t per_worker =
+      most_elements_per_worker(p.rows, p.row_length, shape->segments, std::max<int64_t>(workers, 1));
   if (per_worker <= kMaxCountsPerFlush) return;
   shape->flush_each_item = true;
   shape->segments = std::max(shape->segments, ceil_div(p.row_length, kMaxCountsPerFlush));
@@ -387,8 +392,8 @@ cudaError_t shape_launch(const HistogramParams& p, const KernelSet& kernels, con
     case Tier::kClusterDsmem: {
       shape->threads = kBlockThreads;
       const bool dsmem = plan.tier == Tier::kClusterDsmem;
-      const int resident = max_active_clusters(dsmem ? kernels.cluster_dsmem : kernels.cluster, device,
-                                               plan.cluster_size, plan.shared_bytes);
+      const int resident =
+          max_active_clusters(cluster_kernel(kernels, plan.tier), device, plan.cluster_size, plan.shared_bytes);
       // A worker is a cluster. In tier cluster_dsmem its blocks split an item's elements; in tier cluster every block
       // reads the whole item (and zeroes and flushes only its own bins).
       const int64_t readers = dsmem ? plan.cluster_size : 1;
@@ -439,8 +444,7 @@ cudaError_t launch_tier(HistogramParams params, const KernelSet& kernels, const 
       cudaLaunchAttribute attribute;
       const cudaLaunchConfig_t config =
           cluster_launch_config(shape.grid, plan.cluster_size, plan.shared_bytes, stream, &attribute);
-      return cudaLaunchKernelExC(&config, plan.tier == Tier::kCluster ? kernels.cluster : kernels.cluster_dsmem,
-                                 args);
+      return cudaLaunchKernelExC(&config, cluster_kernel(kernels, plan.tier), args);
     }
     default:
       return cudaLaunchKernel(kernels.global, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args,

@@ -196,10 +196,8 @@ struct HotBinCache {
   __device__ explicit HotBinCache(const HistogramParams& p) {
     tags = shared_bins<uint32_t>();
     counts = tags + kGlobalCacheSlots;
-    const int64_t items = p.rows * p.segments_per_row;
-    const int64_t most_per_block =
-        (items + gridDim.x - 1) / gridDim.x * ((p.row_length + p.segments_per_row - 1) / p.segments_per_row);
-    enabled = p.output_rows() * p.bins < int64_t(kEmpty) && most_per_block <= int64_t(UINT32_MAX);
+    enabled = p.output_rows() * p.bins < int64_t(kEmpty) &&
+              most_elements_per_worker(p.rows, p.row_length, p.segments_per_row, gridDim.x) <= int64_t(UINT32_MAX);
     for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
       tags[i] = kEmpty;
       counts[i] = 0u;

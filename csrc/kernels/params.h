@@ -122,6 +122,12 @@ struct HistogramParams {
   }
 };
 
+// The most elements one worker (a block or cluster) can count when `rows` rows of `row_length` are cut into
+// `segments` items each and `workers` workers take the items in turn: the bound on its 32-bit shared counts.
+DSMHIST_HD int64_t most_elements_per_worker(int64_t rows, int64_t row_length, int64_t segments, int64_t workers) {
+  return (rows * segments + workers - 1) / workers * ((row_length + segments - 1) / segments);
+}
+
 DSMHIST_HD int64_t output_bytes(OutputType type) {
   return (type == OutputType::kInt32 || type == OutputType::kFloat32) ? 4 : 8;
 }
