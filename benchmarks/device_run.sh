@@ -5,7 +5,7 @@
 #   bash benchmarks/device_run.sh [main|ptx|all|dist|suite|perf]     (default: all)
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
-#       profile, sanitizers (tests/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
+#       profile, sanitizers (tools/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
 #       SKIP_BENCH=1 skips them).
 # ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
 # dist: (a 2-GPU machine) sm_90 build, the distributed tests (NCCL and gloo+NCCL), the 2-GPU parts of the other
@@ -62,7 +62,7 @@ if [[ $stage == main || $stage == all ]]; then
     if [[ -n ${SKIP_SANITIZERS:-} ]]; then
       summary+=("sanitizers: skipped (SKIP_SANITIZERS set)")
     else
-      run "sanitizers" sanitizer.log python tests/run_sanitizers.py
+      run "sanitizers" sanitizer.log python tools/run_sanitizers.py
     fi
     if [[ -n ${SKIP_BENCH:-} ]]; then
       summary+=("benchmarks: skipped (SKIP_BENCH set)")

@@ -1,6 +1,6 @@
 """Run sanitize_tiers.py under every compute-sanitizer tool and print one summary (needs a CUDA GPU).
 
-    python tests/run_sanitizers.py [--tools memcheck,racecheck,synccheck,initcheck] [--log-dir DIR]
+    python tools/run_sanitizers.py [--tools memcheck,racecheck,synccheck,initcheck] [--log-dir DIR]
 
 The four tools run at once (one process each); a tool is clean when compute-sanitizer reports 0 errors and every
 case of sanitize_tiers.py matched its reference. Exits non-zero unless all are clean.

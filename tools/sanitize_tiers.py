@@ -1,16 +1,21 @@
-"""Small runs of every tier and op, forced, for compute-sanitizer (not collected by pytest). run_sanitizers.py runs
-it under every tool; by hand:
+"""Small runs of every tier and op, forced, for compute-sanitizer. run_sanitizers.py runs it under every tool; by hand:
 
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python tests/sanitize_tiers.py
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python tools/sanitize_tiers.py
 
 Each case is checked against the reference too; the exit status is non-zero if any case is wrong.
 """
 
 import itertools
 import sys
+from pathlib import Path
 
 import torch
-from helpers import (
+
+# The cases are built from the test suite's helpers (tier lists, value makers, the reference); an in-place build of
+# the extension sits in the repository root.
+REPOSITORY = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPOSITORY / "tests"), str(REPOSITORY)]
+from helpers import (  # noqa: E402
     TIERS,
     cluster_available,
     make_index_values,
@@ -21,7 +26,7 @@ from helpers import (
     shared_capacity,
 )
 
-import torch_dsmhist
+import torch_dsmhist  # noqa: E402
 
 
 def cases(gen: torch.Generator):
