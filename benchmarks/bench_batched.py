@@ -5,27 +5,22 @@ Contenders: torch_dsmhist.batched_histogram; the offset trick (row * bins + valu
 then a reshape); and scatter_add_ of ones into a [rows, bins] tensor. Every result is checked against the offset
 trick before it is timed (a mismatch makes the script exit 1). Median of CUDA-event timings after warm-up.
 
-Writes its section of benchmarks/RESULTS.md (between the batched-benchmark markers, appended if absent), so run it
-after bench_tiers.py, which rewrites the rest of that file.
+Writes its section of benchmarks/RESULTS.md (between the batched-benchmark markers, appended if absent); the other
+sections stay as they are.
 
 Usage: python benchmarks/bench_batched.py [--out-dir DIR]
 """
 
 import argparse
-import datetime
-import os
-import statistics
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_tiers import event_ms, torch_dsmhist, write_results_section  # noqa: E402  (shared with every benchmark)
+from benchlib import git_commit, median_event_ms, today, torch_dsmhist, write_results_section
 
-BEGIN, END = "<!-- batched-benchmark:begin -->", "<!-- batched-benchmark:end -->"
+SECTION = "batched-benchmark"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
 
 # (label, rows, row length, bins, input dtype)
@@ -36,11 +31,6 @@ CASES = [
     ("1024 x 16384 int32, 4096 bins", 1024, 16384, 4096, torch.int32),
     ("a few long rows: 8 x 2^24 int32, 65536 bins", 8, 2**24, 65536, torch.int32),
 ]
-
-
-def median_ms(fn: Callable[[], object]) -> float:
-    event_ms(fn, WARMUP)
-    return statistics.median(event_ms(fn, REPS))
 
 
 def offset_bincount(x: torch.Tensor, bins: int) -> torch.Tensor:
@@ -70,18 +60,17 @@ def run_case(rows: int, length: int, bins: int, dtype: torch.dtype, gen: torch.G
             print(f"FAIL: {name} differs from the offset trick", flush=True)
             times[name] = None
             continue
-        times[name] = median_ms(fn)
+        times[name] = median_event_ms(fn, WARMUP, REPS)
     return times
 
 
 def render(results: List[tuple]) -> str:
     names = ["dsmhist", "dsmhist int32 counts", "offset + bincount", "scatter_add_"]
     lines = [
-        BEGIN,
         "## batched_histogram: one histogram per row (median ms of 15, CUDA events)",
         "",
-        f"- Device: {torch.cuda.get_device_name()}; torch {torch.__version__}; date {datetime.date.today()}; "
-        f"git commit: {os.environ.get('DSMHIST_COMMIT', 'unknown')}",
+        f"- Device: {torch.cuda.get_device_name()}; torch {torch.__version__}; date {today()}; "
+        f"git commit: {git_commit()}",
         "- Uniform values in [0, bins); counts int64 unless noted. `offset + bincount`: `bincount(x + row * bins)` "
         "reshaped; `scatter_add_`: ones scattered into `[rows, bins]`. Every result was checked against the offset trick.",
         "",
@@ -96,7 +85,7 @@ def render(results: List[tuple]) -> str:
         plan = torch_dsmhist.plan(bins, dtype=torch.int32)
         plan_text = plan.tier + (f" ({plan.cluster_size} blocks)" if plan.tier == "cluster" else "")
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {speedup} | {plan_text} |")
-    lines += ["", "Reproduce: `python benchmarks/bench_batched.py` (after `bench_tiers.py`).", END]
+    lines += ["", "Reproduce: `python benchmarks/bench_batched.py`."]
     return "\n".join(lines) + "\n"
 
 
@@ -118,7 +107,7 @@ def main() -> int:
         print("    " + ", ".join(f"{k} {v:.3g} ms" if v else f"{k} FAIL" for k, v in times.items()), flush=True)
         results.append((label, bins, times))
     section = render(results)
-    write_results_section(BEGIN, END, section, args.out_dir)
+    write_results_section(SECTION, section, args.out_dir)
     print(section)
     return 1 if failed else 0
 

@@ -2,7 +2,7 @@
 """CPU benchmark: torch_dsmhist.histogram on the CPU against torch.bincount and numpy's bincount / histogram.
 
     python benchmarks/bench_cpu.py [--n 268435456] [--threads 1,2,4,8,16] [--bins 256,4096,65536,1048576,16777216]
-                                   [--reps 3] [--out-dir DIR]
+                                   [--reps 3] [--out-dir DIR] [--section cpu-benchmark]
 
 Measures, side by side in one run (median ms of --reps after one warm-up, perf_counter):
   - thread scaling: uniform int32 index binning at each bin count, for each --threads count (torch.set_num_threads);
@@ -12,18 +12,15 @@ Measures, side by side in one run (median ms of --reps after one warm-up, perf_c
     int32 index binning), at 1 thread and the most threads;
   - weighted float64 sums (65536 bins) at each thread count.
 numpy is timed on min(n, 2^24) values (its histogram alone would take minutes at 2^28) and its figures are scaled to
-n by throughput, as the table says. Prints a compact table; writes the "CPU" section of benchmarks/RESULTS.md (between
-the cpu-benchmark markers, appended if absent) and benchmarks/plots/cpu_throughput.png when matplotlib is present.
+n by throughput, as the table says. Prints a compact table; writes its section of benchmarks/RESULTS.md (between the
+markers of --section, default cpu-benchmark, appended if absent; a second machine's figures go in a section of their
+own) and benchmarks/plots/cpu_throughput.png when matplotlib is present.
 A contender whose warm-up call takes over 2 s is timed once more, not --reps times.
 """
 
 import argparse
-import datetime
 import os
-import platform
 import shutil
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,45 +28,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import torch_dsmhist
+from benchlib import HERE, cpu_name, git_commit, throughput_plot, today, torch_dsmhist, wall_median_ms
+from benchlib import write_results_section
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "RESULTS.md"
 PLOT = HERE / "plots" / "cpu_throughput.png"
-BEGIN, END = "<!-- cpu-benchmark:begin -->", "<!-- cpu-benchmark:end -->"
 NUMPY_MAX = 2**24
 
 
 def median_ms(fn, reps: int) -> float:
-    start = time.perf_counter()
-    fn()
-    if time.perf_counter() - start > 2.0:  # a slow contender (np.histogram at many bins): one more run is enough
-        reps = 1
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=HERE).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+    # A slow contender (np.histogram at many bins): after a warm-up over 2 s, one more run is enough.
+    return wall_median_ms(fn, reps, slow_s=2.0)
 
 
 def main() -> int:
@@ -79,6 +47,7 @@ def main() -> int:
     parser.add_argument("--bins", default="256,4096,65536,1048576,16777216")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md and the plot into this directory")
+    parser.add_argument("--section", default="cpu-benchmark", help="the RESULTS.md section to write (its markers' name)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     thread_counts = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, cores})
@@ -147,8 +116,8 @@ def main() -> int:
     load = (load_before, os.getloadavg()[0])
 
     lines = section(rows, mode_rows, weighted, identical, thread_counts, n, m, reps, elapsed, load)
-    print("\n".join(lines[1:-1]))
-    write_results(lines, args.out_dir)
+    print("\n".join(lines))
+    write_results_section(args.section, "\n".join(lines), args.out_dir)
     plot(rows, thread_counts, n, args.out_dir)
     return 0
 
@@ -158,12 +127,11 @@ def section(rows, mode_rows, weighted, identical, thread_counts, n, m, reps, ela
     log_n = n.bit_length() - 1
     n_text = f"2^{log_n}" if n == 1 << log_n else str(n)
     lines = [
-        BEGIN,
         f"## CPU: {n_text} uniform int32 values, median ms of {reps}",
         "",
         f"- Machine: {cpu_name()}, {os.cpu_count()} logical cores; torch {torch.__version__} "
         f"(parallel backend: {torch.__config__.parallel_info().split('ATen parallel backend:')[-1].strip()}), "
-        f"numpy {np.__version__}; date {datetime.date.today().isoformat()}; git commit {git_commit()}; whole run "
+        f"numpy {np.__version__}; date {today()}; git commit {git_commit()}; whole run "
         f"{elapsed:.0f} s; 1-minute load average {load[0]:.2f} before, {load[1]:.2f} after (other processes on the "
         "cores).",
         f"- Threads: torch.set_num_threads({', '.join(map(str, thread_counts))}). numpy runs on one thread, timed on "
@@ -205,54 +173,28 @@ def section(rows, mode_rows, weighted, identical, thread_counts, n, m, reps, ela
         f"![CPU throughput](plots/{PLOT.name})",
         "",
         "Reproduce: `python benchmarks/bench_cpu.py --n N --threads 1,2,...` (after building the extension).",
-        END,
     ]
     return lines
 
 
-def write_results(lines, out_dir) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Results\n"
-    block = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS.write_text(text)
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(RESULTS, out_dir / RESULTS.name)
-
-
 def plot(rows, thread_counts, n, out_dir) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("bench_cpu: matplotlib not installed, no plot", file=sys.stderr)
-        return
     lo_t, hi_t = min(thread_counts), max(thread_counts)
     bins = [r["bins"] for r in rows]
     gvals = lambda ms: n / (ms * 1e-3) / 1e9  # noqa: E731
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series, styles = {}, {}
     for t in thread_counts:
-        ax.plot(bins, [gvals(r["dsm"][t]) for r in rows], marker="o", label=f"dsmhist, {t} thread{'s' * (t > 1)}")
+        series[f"dsmhist, {t} thread{'s' * (t > 1)}"] = list(zip(bins, [gvals(r["dsm"][t]) for r in rows]))
     for t in sorted({lo_t, hi_t}):
-        ax.plot(bins, [gvals(r["bincount"][t]) for r in rows], linestyle="--", marker="x",
-                label=f"torch.bincount, {t} thread{'s' * (t > 1)}")
-    ax.plot(bins, [gvals(r["np_bincount"]) for r in rows], linestyle=":", marker="s", label="np.bincount")
-    ax.plot(bins, [gvals(r["np_histogram"]) for r in rows], linestyle=":", marker="^", label="np.histogram")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("bins")
-    ax.set_ylabel("G values / s (uniform int32)")
-    ax.set_title(f"CPU histogram throughput, {os.cpu_count()} cores")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(PLOT, dpi=100)
+        label = f"torch.bincount, {t} thread{'s' * (t > 1)}"
+        series[label] = list(zip(bins, [gvals(r["bincount"][t]) for r in rows]))
+        styles[label] = {"linestyle": "--", "marker": "x"}
+    for label, key, marker in (("np.bincount", "np_bincount", "s"), ("np.histogram", "np_histogram", "^")):
+        series[label] = list(zip(bins, [gvals(r[key]) for r in rows]))
+        styles[label] = {"linestyle": ":", "marker": marker}
+    if not throughput_plot(PLOT, series, f"CPU histogram throughput, {os.cpu_count()} cores", "bins",
+                           ylabel="G values / s (uniform int32)", styles=styles, figsize=(7, 4.5), dpi=100):
+        print("bench_cpu: matplotlib not installed, no plot", file=sys.stderr)
+        return
     if out_dir:
         shutil.copy(PLOT, out_dir / PLOT.name)
 

@@ -16,7 +16,6 @@ benchmarks/RESULTS.md (between the distributed-benchmark markers, appended if ab
 """
 
 import argparse
-import datetime
 import os
 import statistics
 import sys
@@ -26,13 +25,11 @@ from typing import Callable, List
 import torch
 import torch.distributed as dist
 
-import torch_dsmhist
-import torch_dsmhist.distributed as dh
+from benchlib import git_commit, today, torch_dsmhist, write_results_section
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_tiers import git_commit, write_results_section  # noqa: E402  (shared with every benchmark)
-BEGIN, END = "<!-- distributed-benchmark:begin -->", "<!-- distributed-benchmark:end -->"
+import torch_dsmhist.distributed as dh  # noqa: E402  (after benchlib: it makes the package importable)
+
+SECTION = "distributed-benchmark"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
 
 
@@ -116,11 +113,10 @@ def write_section(rows, total: int, world: int, out_dir) -> None:
     nccl = torch.cuda.nccl.version()
     nccl = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
     lines = [
-        BEGIN,
         f"## Scale-out: 2^{total.bit_length() - 1} uniform int32 values, 1 GPU vs {world} GPUs (torch_dsmhist.distributed)",
         "",
         f"- Device: {world} x {props.name}; torch {torch.__version__}, NCCL {nccl}; "
-        f"date {datetime.date.today().isoformat()}; git commit: {git_commit()}",
+        f"date {today()}; git commit: {git_commit()}",
         f"- Median ms of {REPS} (CUDA events, after {WARMUP} warm-ups). {world}-GPU times: from the call until the "
         "global histogram is ready on the rank's stream, the slower rank's per repetition, ranks started together.",
         "- NVLink multicast off (NCCL_NVLS_ENABLE=0). Speedup: 1-GPU time / 2-GPU time. A 2-GPU call is the local "
@@ -137,9 +133,9 @@ def write_section(rows, total: int, world: int, out_dir) -> None:
             f"{reduce_only:.3f} |"
         )
     lines += ["", "Reproduce: `python -m torch.distributed.run --standalone --nproc-per-node=2 "
-              "benchmarks/bench_distributed.py` (on a 2-GPU machine).", END]
+              "benchmarks/bench_distributed.py` (on a 2-GPU machine)."]
     section = "\n".join(lines) + "\n"
-    write_results_section(BEGIN, END, section, out_dir)
+    write_results_section(SECTION, section, out_dir)
     print(section)
 
 

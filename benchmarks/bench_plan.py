@@ -23,13 +23,24 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_suite import DISTRIBUTIONS, device_boundaries, make_values  # noqa: E402
-from bench_tiers import event_ms, first_line, fmt, git_commit, md_table, progress, release, torch_dsmhist  # noqa: E402
-from bench_tiers import write_results_section  # noqa: E402
+from benchlib import (
+    DISTRIBUTIONS,
+    device_boundaries,
+    event_ms,
+    first_line,
+    fmt,
+    forced,
+    git_commit,
+    make_values,
+    md_table,
+    progress,
+    release,
+    today,
+    torch_dsmhist,
+    write_results_section,
+)
 
-BEGIN, END = "<!-- plan:begin -->", "<!-- plan:end -->"
+SECTION = "plan"  # this script's section of RESULTS.md
 
 
 def timed(call, reference: torch.Tensor, reps: int) -> Tuple[Optional[float], str]:
@@ -41,13 +52,6 @@ def timed(call, reference: torch.Tensor, reps: int) -> Tuple[Optional[float], st
         return statistics.median(event_ms(call, runs)), "ok"
     except ValueError as error:
         return None, "n/a: " + first_line(error)[:60]
-
-
-def forced(tier: str, size: Optional[int], x: torch.Tensor, bins: int):
-    def call() -> torch.Tensor:
-        with torch_dsmhist.force_tier(tier, size):
-            return torch_dsmhist.histogram(x, bins)
-    return call
 
 
 def main() -> int:
@@ -75,23 +79,23 @@ def main() -> int:
         reference = torch.bincount(x, minlength=bins)
         cells: Dict[str, Tuple[Optional[float], str]] = {}
         cells["auto"] = timed(lambda: torch_dsmhist.histogram(x, bins), reference, args.reps)
-        cells["global"] = timed(forced("global", None, x, bins), reference, args.reps)
+        cells["global"] = timed(forced("global", x, bins), reference, args.reps)
         smallest = -(-bins // shared)  # blocks of the smallest cluster that holds the bins
         if smallest <= 16:
-            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", smallest, x, bins), reference, args.reps)
+            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", x, bins, cluster_size=smallest), reference, args.reps)
             for size in sorted({smallest, min(smallest + 1, 16), min(2 * smallest, 16), 16}):
-                cells[f"cluster {size}"] = timed(forced("cluster", size, x, bins), reference, args.reps)
+                cells[f"cluster {size}"] = timed(forced("cluster", x, bins, cluster_size=size), reference, args.reps)
         failures += [f"{name} @ {bins} {distribution}" for name, (_, status) in cells.items() if status == "FAIL"]
         rows[(bins, distribution)] = cells
         del x, reference
         release()
 
     props = torch.cuda.get_device_properties(0)
-    lines = [BEGIN, "# Plan thresholds (benchmarks/bench_plan.py)", ""]
+    lines = ["# Plan thresholds (benchmarks/bench_plan.py)", ""]
     if failures:
         lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
     lines += [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch {torch.__version__}; "
-              f"date {time.strftime('%Y-%m-%d')}; git commit: {git_commit()}; {time.perf_counter() - started:.0f} s",
+              f"date {today()}; git commit: {git_commit()}; {time.perf_counter() - started:.0f} s",
               f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
               f"first run took over 100 ms). One block holds {shared} bins; the largest cluster {largest}.",
               "- `cluster k`: tier cluster forced to k blocks. `best/global`: the best cluster size over global atomics, "
@@ -119,9 +123,9 @@ def main() -> int:
                   ""] + md_table(["distribution"] + names, body)
     lines += ["## Verdict", ""] + md_table(["bins", "best cluster / global (worst distribution)"],
                                            [[str(b), f"{w:.2f}" if w else "—"] for b, w in verdicts])
-    lines += ["", "Reproduce: `python benchmarks/bench_plan.py`.", END]
+    lines += ["", "Reproduce: `python benchmarks/bench_plan.py`."]
     section = "\n".join(lines) + "\n"
-    write_results_section(BEGIN, END, section, args.out_dir)
+    write_results_section(SECTION, section, args.out_dir)
     print(section)
     for failure in failures:
         print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)

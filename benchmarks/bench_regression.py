@@ -3,7 +3,7 @@ recorded in benchmarks/RESULTS.md ("Benchmark suite", uniform and dtypes tables)
 
     python benchmarks/bench_regression.py [--threshold 1.02]
 
-Each cell: median ms of 15 back-to-back CUDA-event timings (bench_tiers.event_ms), after one call whose result is
+Each cell: median ms of 15 back-to-back CUDA-event timings (benchlib.event_ms), after one call whose result is
 checked against torch.bincount and 3 warm-up calls. Prints one line per cell (recorded, now, now / recorded) and exits non-zero when a cell is
 slower than `threshold` times its record. It writes nothing: the suite (bench_suite.py) owns the recorded figures.
 """
@@ -12,16 +12,11 @@ import argparse
 import re
 import statistics
 import sys
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from bench_tiers import event_ms  # noqa: E402  (also puts the repository on sys.path)
-
-import torch_dsmhist  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+from benchlib import RESULTS, event_ms, torch_dsmhist
 # (table heading's start, row label, dtype, n, bins): rows of the suite whose figures this re-measures.
 CASES = [
     ("## uniform", "256", torch.int32, 1 << 28, 256),

@@ -26,16 +26,9 @@ once the CUB harness is built.
 """
 
 import argparse
-import ctypes
-import datetime
-import hashlib
-import importlib.util
 import itertools
-import math
-import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,30 +37,38 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_tiers import (  # noqa: E402  (shared helpers of the benchmarks)
+from benchlib import (
+    DISTRIBUTIONS,
+    HERE,
     Cell,
+    Cub,
+    bincount,
+    device_boundaries,
     event_ms,
     first_line,
     fmt,
+    forced,
     git_commit,
+    histc,
     host_us,
     log,
+    make_values,
     md_table,
     progress,
     release,
+    rotation,
+    throughput_plot,
+    tier_names,
+    today,
     torch_dsmhist,
     write_results_section,
 )
-from torch_dsmhist._api import tier_table  # noqa: E402
 
-BEGIN, END = "<!-- suite:begin -->", "<!-- suite:end -->"
+SECTION = "suite"  # this script's section of RESULTS.md
 DEVICE = "cuda"
 STARTED = time.perf_counter()
-DISTRIBUTIONS = ("uniform", "normal", "one_hot", "zipf", "sorted")
 # The automatic plan and every tier of the extension's tier table.
-TIERS = ("auto",) + tuple(tier.name for tier in tier_table())
+TIERS = ("auto",) + tier_names()
 CONTENDERS = TIERS + ("bincount", "histc", "cub")
 LABELS = {"auto": "dsmhist auto", **{name: f"tier {name}" for name in TIERS[1:]},
           "bincount": "torch.bincount", "histc": "torch.histc", "cub": "CUB HistogramEven", "empty": "empty kernel"}
@@ -95,107 +96,8 @@ QUICK = Config(2**24, ("uniform", "one_hot", "zipf"), (64, 4096, 65536, 262144, 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Inputs
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def make_values(distribution: str, n: int, bins: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    """n integer values in [0, bins) of `distribution`, as `dtype` (exact in float32 below 2^24 bins)."""
-    if distribution == "uniform":
-        v = torch.randint(0, bins, (n,), generator=gen, device=DEVICE)
-    elif distribution == "normal":  # a bell over the middle of the bins, sigma = bins / 8
-        v = (torch.randn(n, generator=gen, device=DEVICE) * (bins / 8) + bins / 2).round_().clamp_(0, bins - 1).long()
-    elif distribution == "one_hot":
-        v = torch.full((n,), 7 % bins, device=DEVICE, dtype=torch.int64)
-    elif distribution == "zipf":  # log-uniform ranks: P(k) proportional to 1 / (k + 1), Zipf with s = 1
-        u = torch.rand(n, generator=gen, device=DEVICE, dtype=torch.float64)
-        v = torch.exp(u * math.log(bins + 1)).floor_().sub_(1).clamp_(0, bins - 1).long()
-    elif distribution == "sorted":
-        v = torch.randint(0, bins, (n,), generator=gen, device=DEVICE).sort().values
-    else:
-        raise ValueError(distribution)
-    return v.to(dtype)
-
-
-def rotation(x: torch.Tensor, l2_bytes: int) -> List[torch.Tensor]:
-    """x and copies of it, enough that cycling through them reads more than twice the L2 cache between reuses."""
-    copies = max(1, min(256, math.ceil(2 * l2_bytes / max(1, x.numel() * x.element_size()))))
-    return [x] + [x.clone() for _ in range(copies - 1)]
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # Contenders
 # ---------------------------------------------------------------------------------------------------------------
-
-
-class Cub:
-    """CUB HistogramEven through benchmarks/cub_harness.cu (ctypes), or CuPy's histogram, or nothing."""
-
-    def __init__(self, enabled: bool):
-        self.library = None
-        self.cupy = None
-        self.source = "disabled (--no-cub)"
-        if enabled:
-            self._load()
-
-    def _load(self) -> None:
-        source = HERE / "cub_harness.cu"
-        digest = hashlib.sha1(source.read_bytes()).hexdigest()[:12]
-        major, minor = torch.cuda.get_device_capability()
-        target = HERE.parent / "build" / "bench" / f"cub_harness_{digest}_sm{major}{minor}.so"
-        try:
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                nvcc = os.environ.get("NVCC", "nvcc")
-                log(f"building the CUB harness with {nvcc} (once) ...")
-                subprocess.run([nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
-                                f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
-                                "-o", str(target), str(source)], check=True, capture_output=True, text=True)
-            self.library = ctypes.CDLL(str(target))
-            self.source = f"CUB HistogramEven ({target.name}, built with nvcc)"
-            return
-        except (OSError, subprocess.CalledProcessError) as error:
-            detail = getattr(error, "stderr", "") or str(error)
-            log(f"CUB harness unavailable ({detail.strip().splitlines()[-1] if detail.strip() else error})")
-        if importlib.util.find_spec("cupy") is not None:
-            os.environ.setdefault("CUPY_ACCELERATORS", "cub")
-            import cupy
-            self.cupy = cupy
-            self.source = "CuPy cupy.histogram (CUB HistogramRange via CUPY_ACCELERATORS=cub)"
-        else:
-            self.source = "unavailable (no nvcc build, no CuPy)"
-
-    def available(self) -> bool:
-        return self.library is not None or self.cupy is not None
-
-    def prepare(self, x: torch.Tensor, bins: int) -> Callable[[], torch.Tensor]:
-        """A call computing x's histogram over [0, bins) with bins + 1 even levels (int32 counts)."""
-        if self.library is None:
-            cupy = self.cupy
-            samples = cupy.from_dlpack(x)
-            edges = cupy.arange(bins + 1, dtype=cupy.float64 if x.dtype == torch.int64 else cupy.float32)
-            return lambda: torch.from_dlpack(cupy.histogram(samples, edges)[0])
-        name = {torch.uint8: "uint8", torch.int32: "int32", torch.int64: "int64", torch.float32: "float32"}[x.dtype]
-        entry = getattr(self.library, f"cub_histogram_even_{name}")
-        level = {"int64": ctypes.c_longlong, "float32": ctypes.c_float}.get(name, ctypes.c_int)
-        entry.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_int, level, level, ctypes.c_longlong, ctypes.c_void_p]
-        temp_bytes = ctypes.c_size_t(0)
-        out = torch.empty(bins, dtype=torch.int32, device=DEVICE)
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        check(entry(None, ctypes.byref(temp_bytes), x.data_ptr(), out.data_ptr(), bins, 0, bins, x.numel(), stream))
-        temp = torch.empty(max(1, temp_bytes.value), dtype=torch.uint8, device=DEVICE)
-
-        def call() -> torch.Tensor:
-            check(entry(temp.data_ptr(), ctypes.byref(temp_bytes), x.data_ptr(), out.data_ptr(), bins, 0, bins,
-                        x.numel(), stream))
-            return out
-        return call
-
-
-def check(status: int) -> None:
-    if status != 0:
-        raise RuntimeError(f"CUB returned cudaError {status}")
 
 
 def contender_call(name: str, x: torch.Tensor, bins: int, cub: Cub) -> Callable[[], torch.Tensor]:
@@ -205,19 +107,16 @@ def contender_call(name: str, x: torch.Tensor, bins: int, cub: Cub) -> Callable[
     if name == "auto":  # the plain public call, as users make it
         return lambda: torch_dsmhist.histogram(x, bins, lo, hi)
     if name in TIERS:
-
-        def dsmhist() -> torch.Tensor:
-            with torch_dsmhist.force_tier(name):
-                return torch_dsmhist.histogram(x, bins, lo, hi)
+        dsmhist = forced(name, x, bins, lo, hi)
         dsmhist()  # an infeasible forced tier raises ValueError here
         return dsmhist
     if name == "bincount":
         if floating:
             raise ValueError("torch.bincount takes integer input only")
-        return lambda: torch.bincount(x, minlength=bins)
+        return lambda: bincount(x, bins)
     if name == "histc":  # integer input: a float32 copy made here, outside the timing (values stay exact)
         x_float = x if floating else x.float()
-        return lambda: torch.histc(x_float, bins, 0, bins)
+        return lambda: histc(x_float, bins)
     if name == "cub":
         if not cub.available():
             raise ValueError(cub.source)
@@ -268,22 +167,6 @@ class Case:
     bins: int
     contenders: Sequence[str] = CONTENDERS
     cells: Dict[str, Cell] = field(default_factory=dict)
-
-
-def device_boundaries() -> Tuple[int, int]:
-    """One block's shared-memory bins and the largest cluster's, on this device (the tier boundaries)."""
-    shared = torch.cuda.get_device_properties(0).shared_memory_per_block_optin // 4
-    cluster = torch_dsmhist.plan(shared + 1)
-    largest = shared
-    if cluster.tier == "cluster":
-        for size in range(16, 1, -1):
-            try:
-                with torch_dsmhist.force_tier("cluster", cluster_size=size):
-                    largest = torch_dsmhist.plan(shared * size).bins_per_block * size
-                break
-            except ValueError:
-                continue
-    return shared, largest
 
 
 def cases(cfg: Config, boundaries: Tuple[int, int]) -> List[Case]:
@@ -381,13 +264,13 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
     def floor_ms(case: Case) -> float:
         return case.n * torch.empty((), dtype=case.dtype).element_size() / read_bw * 1e3
 
-    lines = [BEGIN, "# Benchmark suite" + (" (--quick: a smoke run, not reference numbers)" if quick else ""), ""]
+    lines = ["# Benchmark suite" + (" (--quick: a smoke run, not reference numbers)" if quick else ""), ""]
     if failures:
         lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
     lines += [
         f"- Device: {torch.cuda.get_device_name(0)}, {props.multi_processor_count} SMs, "
         f"L2 {props.L2_cache_size / 2**20:.0f} MiB; torch {torch.__version__}; torch_dsmhist "
-        f"{torch_dsmhist.__version__}; date {datetime.date.today()}; git commit: {git_commit()}; {seconds:.0f} s",
+        f"{torch_dsmhist.__version__}; date {today()}; git commit: {git_commit()}; {seconds:.0f} s",
         f"- HBM read bandwidth {read_bw / 1e12:.2f} TB/s (the faster of a float32 sum and an int32 max); copy {copy_bw / 1e12:.2f} TB/s "
         "(bytes read + written). Floor: reading the input once at the read bandwidth.",
         f"- Tier boundaries here: one block holds {shared} bins; the largest cluster {cluster}.",
@@ -419,39 +302,26 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
     lines += ["## Notes", ""] + [f"- {note} — {', '.join(where[:6])}{' …' if len(where) > 6 else ''}"
                                  for note, where in notes.items()]
     lines += ["", "Plots: `benchmarks/plots/suite_*.png`. Reproduce: `python benchmarks/bench_suite.py` "
-              "(`--quick` for a smoke run).", END]
+              "(`--quick` for a smoke run)."]
     return "\n".join(lines) + "\n"
 
 
 def plot(done: List[Case], cfg: Config, read_bw: float, folder: Path) -> List[Path]:
-    if importlib.util.find_spec("matplotlib") is None:
-        return []
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
     groups = [(f"suite_bins_{d}.png", "bins", [c for c in done if c.section == "bins" and c.distribution == d],
                f"{d}, 2^{cfg.n.bit_length() - 1} int32") for d in cfg.distributions]
     groups += [(f"suite_sizes_{b}.png", "n", [c for c in done if c.section == "sizes" and c.bins == b],
                 f"uniform int32, {b} bins") for b in cfg.size_bins]
+    written = []
     for filename, axis, rows, title in groups:
         if not rows:
             continue
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for name in CONTENDERS:
-            points = [(c.bins if axis == "bins" else c.n, c.n / (c.cells[name].value * 1e-3)) for c in rows
-                      if name in c.cells and c.cells[name].status == "ok" and c.cells[name].value]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=LABELS[name])
-        ax.axhline(read_bw / 4, linestyle="--", color="black", label="floor: HBM read bandwidth / 4 B")
-        ax.set(yscale="log", xlabel=axis, ylabel="elements / s", title=f"{torch.cuda.get_device_name(0)}: {title}")
-        ax.set_xscale("log", base=2)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        series = {LABELS[name]: [(c.bins if axis == "bins" else c.n, c.n / (c.cells[name].value * 1e-3)) for c in rows
+                                 if name in c.cells and c.cells[name].status == "ok" and c.cells[name].value]
+                  for name in CONTENDERS}
         path = folder / filename
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        if not throughput_plot(path, series, f"{torch.cuda.get_device_name(0)}: {title}", axis,
+                               floor=(read_bw / 4, "floor: HBM read bandwidth / 4 B"), fontsize=7):
+            return []
         written.append(path)
     return written
 
@@ -485,7 +355,7 @@ def main() -> int:
             failures.append(f"INCOMPLETE RUN: {len(done)} of {len(todo)} cases measured so far")
         section = render(cfg, args.quick, read_bw, copy_bw, boundaries, done, small, cub, failures,
                          time.perf_counter() - STARTED)
-        write_results_section(BEGIN, END, section, args.out_dir)
+        write_results_section(SECTION, section, args.out_dir)
         return section, failures
 
     for case in progress([(f"{c.section} {c.distribution} {c.label}", c) for c in todo], "cases"):

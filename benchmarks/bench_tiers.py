@@ -5,41 +5,46 @@ Sections: device-to-device copy bandwidth (the read floor); a large-input sweep 
 256 .. 2^20) of the auto plan, each forced tier, torch.bincount and torch.histc(float); adversarial rows (one hot
 bin; 2^30 uint8 values); small inputs (MoE token counting), host-timed per call. Every torch_dsmhist result is
 compared with torch.bincount before it is timed: a mismatch is marked FAIL and makes the script exit 1.
-Writes benchmarks/RESULTS.md and, when matplotlib is present, benchmarks/throughput_vs_bins.png.
+Writes its section of benchmarks/RESULTS.md (the "tiers" markers) and, when matplotlib is present,
+benchmarks/throughput_vs_bins.png.
 
 Usage: python benchmarks/bench_tiers.py [--quick] [--out-dir DIR]
 """
 
 import argparse
-import datetime
-import importlib.util
-import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import torch  # before torch_dsmhist: the extension links against torch's libraries
+import torch
 
-HERE = Path(__file__).resolve().parent
+from benchlib import (
+    HERE,
+    Cell,
+    bincount,
+    event_ms,
+    first_line,
+    forced,
+    git_commit,
+    histc,
+    host_us,
+    log,
+    md_table,
+    progress,
+    release,
+    throughput_plot,
+    tier_names,
+    today,
+    torch_dsmhist,
+    write_results_section,
+)
+
 STARTED = time.perf_counter()
-try:
-    import torch_dsmhist
-except ImportError:  # an in-place build in the repository root
-    sys.path.append(str(HERE.parent))
-    import torch_dsmhist
-from torch_dsmhist._api import tier_table  # noqa: E402
-
-try:
-    from tqdm import tqdm
-except ImportError:
-    tqdm = None
-
+SECTION = "tiers"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
 SLOW_MS = 250.0  # a variant whose first run is slower than this is timed as the median of 3 runs after 1 warm-up
 GUARD_S = 1.0  # a variant estimated slower than this per run (from 1/PROBE_DIV of the input) is skipped
@@ -47,7 +52,7 @@ PROBE_DIV = 16
 BUDGET_S = 150.0  # past this many seconds of the run, every remaining variant is timed as the median of 3 runs
 SMALL_CALLS = 200
 # The automatic plan and every tier the planner may pick, from the extension's tier table.
-DSM = ("auto",) + tuple(tier.name for tier in tier_table() if tier.planner_may_pick)
+DSM = ("auto",) + tier_names(planner_only=True)
 CONTENDERS = DSM + ("bincount", "histc")
 LABELS = {"auto": "dsmhist auto", **{name: f"tier {name}" for name in DSM[1:]},
           "bincount": "torch.bincount", "histc": "torch.histc(float)", "empty": "empty kernel"}
@@ -69,74 +74,15 @@ FULL = Config(2**28, (256, 4096, 32768, 58112, 65536, 131072, 262144, 1048576), 
 QUICK = Config(2**24, (256, 4096, 65536, 262144), 2**24, (4096, 65536), 2**26, 2**28)
 
 
-@dataclass
-class Cell:
-    value: Optional[float] = None  # ms (GPU-timed sections) or µs per call (small inputs)
-    status: str = "ok"  # ok | FAIL | ERROR | n/a | skip
-    note: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.status in ("FAIL", "ERROR")
-
-    def text(self) -> str:
-        value = "" if self.value is None else fmt(self.value)
-        if self.status == "ok":
-            return value + ("*" if self.note else "")
-        return f"**{self.status}** {value}".strip() if self.failed else self.status
-
-
 Row = Dict[str, Cell]
-
-
-def fmt(x: float) -> str:
-    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
-
-
-def log(message: str) -> None:
-    (tqdm.write if tqdm is not None else print)(message)
-
-
-def progress(items: Sequence[Tuple[Any, ...]], desc: str) -> Iterator[Tuple[Any, ...]]:
-    """Iterate over (label, ...) tuples with a tqdm bar, or a printed line per item."""
-    if tqdm is not None:
-        yield from tqdm(items, desc=desc, leave=False)
-        return
-    for i, item in enumerate(items, 1):
-        print(f"{desc} [{i}/{len(items)}] {item[0]}", flush=True)
-        yield item
-
-
-def release() -> None:
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-
-
-def first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-
-
-def event_ms(fn: Callable[[], object], runs: int) -> List[float]:
-    """GPU time of each of `runs` back-to-back calls, in ms, from CUDA events."""
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in events]
 
 
 def call_for(name: str) -> Callable[[torch.Tensor, int], torch.Tensor]:
     if name == "bincount":
-        return lambda x, bins: torch.bincount(x, minlength=bins)
+        return bincount
     if name == "histc":
-        return lambda x, bins: torch.histc(x, bins, 0, bins)
-
-    def dsmhist(x: torch.Tensor, bins: int) -> torch.Tensor:
-        with torch_dsmhist.force_tier(name):
-            return torch_dsmhist.histogram(x, bins)
-    return dsmhist
+        return histc
+    return lambda x, bins: forced(name, x, bins)()
 
 
 def timed_call(call: Callable[[torch.Tensor, int], torch.Tensor], x: torch.Tensor, bins: int
@@ -226,17 +172,6 @@ def copy_bandwidth(n_bytes: int) -> float:
     return 2 * n_bytes / (ms * 1e-3)
 
 
-def host_us(fn: Callable[[], object]) -> Cell:
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(SMALL_CALLS):
-        fn()
-    torch.cuda.synchronize()
-    return Cell((time.perf_counter() - start) / SMALL_CALLS * 1e6)
-
-
 def small_inputs(cfg: Config) -> Dict[str, Row]:
     """Per-call host time of small int64 inputs (expert ids as torch.topk returns them)."""
     scratch = torch.empty(1, device="cuda")
@@ -245,12 +180,12 @@ def small_inputs(cfg: Config) -> Dict[str, Row]:
     for label, n, bins in progress(cases, "small inputs (n, bins)"):
         x = torch.randint(0, bins, (n,), device="cuda", dtype=torch.int64)
         x_float = x.float()
-        auto = host_us(lambda: torch_dsmhist.histogram(x, bins))
+        auto = host_us(lambda: torch_dsmhist.histogram(x, bins), SMALL_CALLS)
         if not torch.equal(torch_dsmhist.histogram(x, bins), torch.bincount(x, minlength=bins)):
             auto.status, auto.note = "FAIL", "result differs from torch.bincount"
-        rows[label] = {"auto": auto, "bincount": host_us(lambda: torch.bincount(x, minlength=bins)),
-                           "histc": host_us(lambda: torch.histc(x_float, bins, 0, bins)),
-                           "empty": host_us(scratch.zero_)}
+        rows[label] = {"auto": auto, "bincount": host_us(lambda: torch.bincount(x, minlength=bins), SMALL_CALLS),
+                           "histc": host_us(lambda: torch.histc(x_float, bins, 0, bins), SMALL_CALLS),
+                           "empty": host_us(scratch.zero_, SMALL_CALLS)}
     return rows
 
 
@@ -261,27 +196,10 @@ def speedup(row: Row) -> str:
     return "—" if auto.status != "ok" or not best or not auto.value else f"{best / auto.value:.2f}x"
 
 
-def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> List[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows] + [""]
-
-
 def timing_table(first: str, rows: Dict, names: Sequence[str] = CONTENDERS) -> List[str]:
     header = [first] + [LABELS[k] for k in names] + ["auto speedup vs best torch"]
     return md_table(header, ([str(key)] + [row[k].text() for k in names] + [speedup(row)]
                              for key, row in rows.items()))
-
-
-def git_commit() -> str:
-    if os.environ.get("DSMHIST_COMMIT"):  # set by callers whose copy of the tree has no .git
-        return os.environ["DSMHIST_COMMIT"]
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10, check=True).stdout
-    try:
-        return git("rev-parse", "--short", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno") else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict[str, Row],
@@ -293,7 +211,7 @@ def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict
         lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
     lines += [f"- Device: {torch.cuda.get_device_name(0)}, {props.multi_processor_count} SMs",
               f"- torch {torch.__version__}, CUDA {torch.version.cuda}; torch_dsmhist {torch_dsmhist.__version__}",
-              f"- Date: {datetime.date.today()}; git commit: {git_commit()}",
+              f"- Date: {today()}; git commit: {git_commit()}",
               f"- Copy bandwidth: {bw / 1e12:.2f} TB/s ({cfg.copy_bytes / 2**30:g} GiB device-to-device copy, "
               f"bytes read + written / median time); floor for reading 2^{cfg.n_large.bit_length() - 1} int32 once "
               f"at that rate: {floor_ms:.3f} ms ({bw / 4 / 1e9:.0f} G elements/s)", "",
@@ -326,47 +244,10 @@ def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict
 
 
 def plot(large: Dict[str, Row], n: int, bw: float, path: Path) -> bool:
-    if importlib.util.find_spec("matplotlib") is None:
-        return False
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for name in CONTENDERS:
-        points = [(int(b), n / (r[name].value * 1e-3)) for b, r in large.items() if r[name].status == "ok"]
-        if points:
-            ax.plot(*zip(*points), marker="o", label=LABELS[name])
-    ax.axhline(bw / 4, linestyle="--", color="black", label="read floor (copy bandwidth / 4 B)")
-    ax.set(yscale="log", xlabel="bins", ylabel="elements / s",
-           title=f"{torch.cuda.get_device_name(0)}: 2^{n.bit_length() - 1} uniform int32 values")
-    ax.set_xscale("log", base=2)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return True
-
-
-def other_benchmarks_sections(text: str) -> str:
-    """The sections other benchmarks own in RESULTS.md (between <!-- NAME:begin --> and <!-- NAME:end -->), kept
-    when this script rewrites the file."""
-    blocks = re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", text, flags=re.S)
-    return "".join("\n" + block.group(0) + "\n" for block in blocks)
-
-
-def write_results_section(begin: str, end: str, section: str, out_dir: Optional[Path]) -> None:
-    """Put `section` (from `begin` to `end` marker) into RESULTS.md in place of its previous version, or append it;
-    copy the file into out_dir when given. For the benchmarks that own one section of the file."""
-    path = HERE / "RESULTS.md"
-    text = path.read_text() if path.exists() else ""
-    if begin in text and end in text:
-        text = text[: text.index(begin)] + section + text[text.index(end) + len(end) + 1 :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, out_dir / "RESULTS.md")
+    series = {LABELS[name]: [(int(b), n / (r[name].value * 1e-3)) for b, r in large.items() if r[name].status == "ok"]
+              for name in CONTENDERS}
+    return throughput_plot(path, series, f"{torch.cuda.get_device_name(0)}: 2^{n.bit_length() - 1} uniform int32 "
+                           "values", "bins", floor=(bw / 4, "read floor (copy bandwidth / 4 B)"), dpi=120)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -390,9 +271,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 for key, row in section.items() for name, cell in row.items() if cell.failed]
     report = render(cfg, args.quick, bw, large, adv, small, failures)
     print(report)
+    write_results_section(SECTION, report)
     outputs = [HERE / "RESULTS.md"]
-    previous = outputs[0].read_text() if outputs[0].exists() else ""
-    outputs[0].write_text(report.rstrip("\n") + "\n" + other_benchmarks_sections(previous))
     if plot(large, cfg.n_large, bw, HERE / "throughput_vs_bins.png"):
         outputs.append(HERE / "throughput_vs_bins.png")
     if args.out_dir is not None:
