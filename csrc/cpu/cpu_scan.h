@@ -1,0 +1,133 @@
+// The CPU engine's inner loop: `scan` adds the elements of a span whose bin lies in a bin range, and the bit-pattern
+// tables that replace the Binner for 8- and 16-bit inputs (one load per element in either binning mode).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu_parallel.h"
+
+namespace dsmhist {
+namespace cpu {
+
+template <typename T>
+struct RawPattern {
+  static constexpr bool kUsable = false;
+  static constexpr int64_t kCount = 0;
+};
+template <>
+struct RawPattern<uint8_t> {
+  static constexpr bool kUsable = true;
+  static constexpr int64_t kCount = 256;
+  static uint32_t of(uint8_t v) { return v; }
+  static uint8_t value(uint32_t r) { return static_cast<uint8_t>(r); }
+};
+template <>
+struct RawPattern<int8_t> {
+  static constexpr bool kUsable = true;
+  static constexpr int64_t kCount = 256;
+  static uint32_t of(int8_t v) { return static_cast<uint8_t>(v); }
+  static int8_t value(uint32_t r) { return static_cast<int8_t>(static_cast<uint8_t>(r)); }
+};
+template <>
+struct RawPattern<int16_t> {
+  static constexpr bool kUsable = true;
+  static constexpr int64_t kCount = 65536;
+  static uint32_t of(int16_t v) { return static_cast<uint16_t>(v); }
+  static int16_t value(uint32_t r) { return static_cast<int16_t>(static_cast<uint16_t>(r)); }
+};
+template <>
+struct RawPattern<Float16> {
+  static constexpr bool kUsable = true;
+  static constexpr int64_t kCount = 65536;
+  static uint32_t of(Float16 v) { return v.bits; }
+  static Float16 value(uint32_t r) { return Float16{static_cast<uint16_t>(r)}; }
+};
+template <>
+struct RawPattern<BFloat16> {
+  static constexpr bool kUsable = true;
+  static constexpr int64_t kCount = 65536;
+  static uint32_t of(BFloat16 v) { return v.bits; }
+  static BFloat16 value(uint32_t r) { return BFloat16{static_cast<uint16_t>(r)}; }
+};
+
+// The Binner's answer for every bit pattern of an 8/16-bit type, computed once per call: the per-element work of
+// range binning becomes one load, so range and index binning of these types cost the same.
+template <typename T>
+struct TableBinner {
+  std::vector<int64_t> bin_of;
+  explicit TableBinner(const Binner<T>& binner) : bin_of(static_cast<size_t>(RawPattern<T>::kCount)) {
+    for (int64_t r = 0; r < RawPattern<T>::kCount; ++r) bin_of[r] = binner(RawPattern<T>::value(static_cast<uint32_t>(r)));
+  }
+  int64_t operator()(T value) const { return bin_of[RawPattern<T>::of(value)]; }
+};
+
+// What a hot loop keeps in local variables: the Binner itself (a few scalars), or a pointer into the table.
+template <typename T>
+struct TableView {
+  const int64_t* bin_of;
+  int64_t operator()(T value) const { return bin_of[RawPattern<T>::of(value)]; }
+};
+template <typename T>
+Binner<T> local_copy(const Binner<T>& binner) {
+  return binner;
+}
+template <typename T>
+TableView<T> local_copy(const TableBinner<T>& table) {
+  return TableView<T>{table.bin_of.data()};
+}
+
+// Adds elements [begin, end) whose bin lies in [b0, b1) into hist[bin - b0], in element order: 1 per element for
+// counts (and for W == kNone), the weight for sums. kFloat32 / kFloat64 load their type directly; the 16-bit
+// weight types share one instance (W == kFloat16) that converts through load_weight's switch. One unsigned compare
+// tests both ends of the bin range (a dropped value's -1 wraps above it).
+template <typename T, WeightType W, typename Acc, typename BinOf>
+void scan(const HistogramParams& p, const BinOf& bin_of, int64_t begin, int64_t end, int64_t b0, int64_t b1,
+          Acc* hist) {
+  // Bins are computed a block at a time, then added: the binning loop has no stores that could alias its inputs
+  // (so it can vectorise), and the adding loop is one load and one add per element.
+  constexpr int64_t kBlock = 256;
+  uint64_t slot[kBlock];
+  for_each_run<T>(p, begin, end, [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride,
+                                     int64_t count, int64_t) {
+    const auto binner = local_copy(bin_of);  // local copies: stores into hist cannot alias them
+    Acc* const h = hist;
+    const int64_t first = b0;
+    const uint64_t width = static_cast<uint64_t>(b1 - b0);
+    if constexpr (W == WeightType::kNone) {
+      if (stride == 1) {
+        for (int64_t j = 0; j < count; ++j) {
+          const uint64_t k = static_cast<uint64_t>(binner(x[j]) - first);
+          if (k < width) h[k] += 1;
+        }
+        return;
+      }
+    }
+    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+      const int64_t m = std::min(kBlock, count - j0);
+      const T* xs = x + j0 * stride;
+      if (stride == 1) {
+        for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j]) - first);
+      } else {
+        for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j * stride]) - first);
+      }
+      const int64_t w0 = weight_offset + j0 * weight_stride;
+      for (int64_t j = 0; j < m; ++j) {
+        const uint64_t k = slot[j];
+        if (k >= width) continue;  // dropped (-1 wraps above every width) or another thread's bins
+        if constexpr (W == WeightType::kNone) {
+          h[k] += 1;
+        } else if constexpr (W == WeightType::kFloat32) {
+          h[k] += static_cast<const float*>(p.weight)[w0 + j * weight_stride];
+        } else if constexpr (W == WeightType::kFloat64) {
+          h[k] += static_cast<const double*>(p.weight)[w0 + j * weight_stride];
+        } else {
+          h[k] += load_weight<double>(p.weight, p.weight_type, w0 + j * weight_stride);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace dsmhist
