@@ -331,8 +331,8 @@ RowShape row_shape(const at::Tensor& input, const at::Tensor* weight, bool batch
 
 }  // namespace
 
-HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::optional<at::Tensor>& weight,
-                            int64_t bins, at::Tensor& output, bool batched, bool accumulate) {
+InputDescription describe_input(const HistogramArgs& args, at::Tensor& input, std::optional<at::Tensor>& weight,
+                                bool batched) {
   const bool weighted = weight.has_value() && weight->defined();
   RowShape shape = row_shape(input, weighted ? &*weight : nullptr, batched);
   if (static_cast<int>(shape.row_dims.size()) > kMaxDims) {
@@ -340,11 +340,29 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
     if (weighted) weight = weight->contiguous();
     shape = row_shape(input, weighted ? &*weight : nullptr, batched);
   }
+  InputDescription in;
+  in.input = input.const_data_ptr();
+  in.input_type = args.input_type;
+  in.weight = weighted ? weight->const_data_ptr() : nullptr;
+  in.weight_type = weighted ? args.weight_type : WeightType::kNone;
+  in.row_length = shape.inner.size;
+  in.inner_input_stride = shape.inner.input_stride;
+  in.inner_weight_stride = shape.inner.weight_stride;
+  in.rows = 1;  // the product of the row dims: collapsing drops size-1 dims only, so a size-0 dim leaves 0 rows
+  in.layout.ndim = static_cast<int32_t>(shape.row_dims.size());
+  for (size_t d = 0; d < shape.row_dims.size(); ++d) {
+    in.rows *= shape.row_dims[d].size;
+    in.layout.sizes[d] = shape.row_dims[d].size;
+    in.layout.input_strides[d] = shape.row_dims[d].input_stride;
+    in.layout.weight_strides[d] = shape.row_dims[d].weight_stride;
+  }
+  return in;
+}
+
+HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::optional<at::Tensor>& weight,
+                            int64_t bins, at::Tensor& output, bool batched, bool accumulate) {
   HistogramParams p;
-  p.input = input.const_data_ptr();
-  p.input_type = args.input_type;
-  p.weight = weighted ? weight->const_data_ptr() : nullptr;
-  p.weight_type = weighted ? args.weight_type : WeightType::kNone;
+  static_cast<InputDescription&>(p) = describe_input(args, input, weight, batched);
   p.output = output.mutable_data_ptr();
   p.output_type = args.output_type;
   p.bins = bins;
@@ -352,20 +370,15 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
   p.clamp = args.clamp;
   p.lo = args.lo;
   p.hi = args.hi;
-  p.row_length = shape.inner.size;
-  p.inner_input_stride = shape.inner.input_stride;
-  p.inner_weight_stride = shape.inner.weight_stride;
-  p.rows = 1;  // the product of the row dims: collapsing drops size-1 dims only, so a size-0 dim leaves 0 rows
-  p.layout.ndim = static_cast<int32_t>(shape.row_dims.size());
-  for (size_t d = 0; d < shape.row_dims.size(); ++d) {
-    p.rows *= shape.row_dims[d].size;
-    p.layout.sizes[d] = shape.row_dims[d].size;
-    p.layout.input_strides[d] = shape.row_dims[d].input_stride;
-    p.layout.weight_strides[d] = shape.row_dims[d].weight_stride;
-  }
   p.output_row_stride = batched ? bins : 0;
   p.accumulate = accumulate;
   return p;
+}
+
+RangeParams make_range_params(const HistogramArgs& args, at::Tensor& input, at::Tensor& keys) {
+  std::optional<at::Tensor> no_weight;
+  return range_pass_params(describe_input(args, input, no_weight, /*batched=*/false),
+                           static_cast<unsigned long long*>(keys.mutable_data_ptr()));
 }
 
 HistogramParams make_bin_index_params(const HistogramArgs& args, at::Tensor& input, at::Tensor& indices,

@@ -20,8 +20,8 @@ namespace dsmhist {
 //   // Counts p's elements into p.output. A data-derived range is at p.device_range when the caller gave keys;
 //   // otherwise (p.device_range null) the backend finds it, as the forward call's own range.
 //   static void histogram(const char* op, const HistogramArgs& args, HistogramParams& p, const at::Tensor& input);
-//   // Writes the keys of p's finite min and max (encode_data_range) to p.output, two int64 on input's device.
-//   static void finite_range(const HistogramArgs& args, HistogramParams& p, const at::Tensor& input);
+//   // Writes the keys of p.input's finite min and max (encode_data_range) to p.keys, two int64 on input's device.
+//   static void finite_range(const HistogramArgs& args, const RangeParams& p, const at::Tensor& input);
 //   // Writes each element's bin (-1: dropped) to p.output (make_bin_index_params); the range as for histogram.
 //   static void bin_indices(const HistogramArgs& args, HistogramParams& p, const at::Tensor& input);
 
@@ -102,8 +102,7 @@ at::Tensor finite_range_keys(const at::Tensor& input) {
   Backend::check_device(op, input);
   at::Tensor keys = at::empty({2}, input.options().dtype(at::kLong));
   at::Tensor in = input;
-  std::optional<at::Tensor> no_weight;
-  HistogramParams p = make_params(args, in, no_weight, /*bins=*/1, keys, /*batched=*/false, /*accumulate=*/false);
+  const RangeParams p = make_range_params(args, in, keys);
   Backend::finite_range(args, p, in);
   return keys;
 }

@@ -96,6 +96,38 @@ def test_plan_reports_cluster_layout():
         assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
 
 
+def test_plan_of_a_call_reports_its_launch():
+    """plan(n=...) / plan(rows=..., row_length=...) report what that call's launch uses (the tier's shape function),
+    where the plan alone reports a large 1-D call's shape."""
+    sms = torch.cuda.get_device_properties().multi_processor_count
+    large = torch_dsmhist.plan(256)
+    assert large.grid_blocks is None and large.tier == "shared"
+    one_d = torch_dsmhist.plan(256, n=(1 << 24) + 3)
+    assert (one_d.cluster_size, one_d.threads_per_block) == (large.cluster_size, large.threads_per_block)
+    assert 1 <= one_d.grid_blocks <= sms * 2048 // one_d.threads_per_block
+    # A small 1-D call runs as one cluster (of up to 8 blocks; one block without cluster code).
+    small = torch_dsmhist.plan(256, n=40000)
+    assert small.grid_blocks == small.cluster_size and 1 <= small.cluster_size <= 8
+    if cluster_available():
+        assert small.cluster_size == 5  # min(8 blocks, one per 8192 elements): the README's example
+    # Many short rows of a batched call get smaller blocks than the plan's.
+    short_rows = torch_dsmhist.plan(256, rows=65536, row_length=256)
+    assert 0 < short_rows.threads_per_block < large.threads_per_block
+    assert short_rows.cluster_size == 1 and short_rows.grid_blocks >= 1
+    # An empty call launches nothing.
+    empty = torch_dsmhist.plan(256, n=0)
+    assert (empty.threads_per_block, empty.cluster_size, empty.grid_blocks) == (0, 0, 0)
+    # The cluster tier's launch: clusters of the plan's size.
+    if cluster_available():
+        bins = 3 * shared_capacity()
+        clustered = torch_dsmhist.plan(bins, n=1 << 22)
+        assert clustered.tier == "cluster" and clustered.cluster_size == torch_dsmhist.plan(bins).cluster_size
+        assert clustered.grid_blocks % clustered.cluster_size == 0
+    with torch_dsmhist.force_tier("global"):
+        forced = torch_dsmhist.plan(256, n=1 << 20)
+    assert forced.tier == "global" and forced.cluster_size == 1 and forced.grid_blocks >= 1
+
+
 def test_forced_tier_that_cannot_hold_the_bins_raises(gen):
     x = torch.zeros(10, dtype=torch.long, device="cuda")
     with torch_dsmhist.force_tier("shared"), pytest.raises(ValueError, match="shared"):

@@ -288,9 +288,30 @@ def test_torch_compile_fullgraph(device, gen):
 
 def test_plan_on_cpu():
     p = torch_dsmhist.plan(1000, "cpu")
-    assert p.tier == "cpu" and p.device == torch.device("cpu")
+    assert p.tier == "cpu" and p.device == torch.device("cpu") and p.grid_blocks is None
     with pytest.raises(ValueError, match="bins"):
         torch_dsmhist.plan(0, "cpu")
+    # A call given on the CPU: nothing is launched there, so no launch shape.
+    for call in ({"n": 1000}, {"rows": 7, "row_length": 33}, {"n": 0}):
+        given = torch_dsmhist.plan(1000, "cpu", **call)
+        assert (given.tier, given.cluster_size, given.threads_per_block, given.grid_blocks) == ("cpu", 0, 0, None)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        ({"n": -1}, ValueError, "n must be >= 0, got -1"),
+        ({"n": 2.5}, TypeError, "n must be an int or None, got float"),
+        ({"n": True}, TypeError, "n must be an int or None, got bool"),
+        ({"rows": 3, "row_length": -2}, ValueError, "row_length must be >= 0"),
+        ({"rows": 3}, ValueError, "rows and row_length go together"),
+        ({"row_length": 3}, ValueError, "rows and row_length go together"),
+        ({"n": 10, "rows": 2, "row_length": 5}, ValueError, "not both"),
+    ],
+)
+def test_plan_refuses_a_bad_call(call, error, message):
+    with pytest.raises(error, match=message):
+        torch_dsmhist.plan(1000, "cpu", **call)
 
 
 def test_force_tier_validates_and_restores():

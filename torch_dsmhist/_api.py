@@ -186,12 +186,16 @@ class Plan:
         cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU).
         shared_bytes_per_block: dynamic shared memory each block uses.
         threads_per_block: CUDA threads per block.
-
-    ``cluster_size`` and ``threads_per_block`` are what a 1-D call of more than 65536 elements launches. Tier
-    ``"shared"`` reshapes two kinds of call: a small 1-D call runs as one cluster of up to 8 blocks that sums their
-    bins through distributed shared memory, and a batched call with short rows gets smaller blocks.
         bins_per_block: bins each block keeps in shared memory.
         device: the device planned for.
+        grid_blocks: blocks in the grid of the call :func:`plan` was given (``n``, or ``rows`` and ``row_length``);
+            ``None`` when it was given none, or on the CPU.
+
+    Given a call, ``cluster_size``, ``threads_per_block`` and ``grid_blocks`` are what that call's launch uses (all
+    0 for an empty call: nothing is launched). Without one, ``cluster_size`` and ``threads_per_block`` are what a
+    large 1-D call (more than 65536 elements) launches; tier ``"shared"`` reshapes two kinds of call: a small 1-D
+    call runs as one cluster of up to 8 blocks that sums their bins through distributed shared memory, and a
+    batched call with short rows gets smaller blocks.
     """
 
     tier: str
@@ -200,6 +204,7 @@ class Plan:
     threads_per_block: int
     bins_per_block: int
     device: torch.device
+    grid_blocks: Optional[int] = None
 
 
 def plan(
@@ -207,27 +212,60 @@ def plan(
     device: Union[torch.device, str, int, None] = None,
     dtype: torch.dtype = torch.int32,
     weight_dtype: Optional[torch.dtype] = None,
+    *,
+    n: Optional[int] = None,
+    rows: Optional[int] = None,
+    row_length: Optional[int] = None,
 ) -> Plan:
     """Report the strategy :func:`histogram` would use for ``bins`` bins of ``dtype`` input on ``device``.
 
     ``device`` defaults to the current CUDA device when one is available, else the CPU. A tier forced with
     :func:`force_tier` is reflected (and an impossible forced tier raises ``ValueError`` here as in the op).
+
+    Give a call to get its launch shape (see :class:`Plan`): ``n``, the elements of a :func:`histogram` /
+    :func:`histogram_add_` call, or ``rows`` and ``row_length``, the shape of a :func:`batched_histogram` call
+    (``[rows, row_length]`` values, one histogram per row). Without one, the shape reported is a large 1-D call's.
     """
-    bins = _rules.check_bins("torch_dsmhist.plan", bins)
-    _rules.check_dtype("torch_dsmhist.plan", "dtype", dtype)
-    _rules.check_dtype("torch_dsmhist.plan", "weight_dtype", weight_dtype)
+    fn = "torch_dsmhist.plan"
+    bins = _rules.check_bins(fn, bins)
+    _rules.check_dtype(fn, "dtype", dtype)
+    _rules.check_dtype(fn, "weight_dtype", weight_dtype)
+    call_rows, call_length, batched = _plan_call(fn, n, rows, row_length)
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
-    tier, cluster, shared, threads, per_block = torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype)
+    (tier, cluster, shared, threads, per_block, launch_threads, launch_cluster,
+     launch_grid) = torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype, call_rows, call_length, batched)
+    given = device.type == "cuda" and (n is not None or rows is not None)
     return Plan(
         tier=tier,
-        cluster_size=cluster,
+        cluster_size=launch_cluster if given else cluster,
         shared_bytes_per_block=shared,
-        threads_per_block=threads,
+        threads_per_block=launch_threads if given else threads,
         bins_per_block=per_block,
         device=device,
+        grid_blocks=launch_grid if given else None,
     )
+
+
+def _plan_call(fn: str, n: Optional[int], rows: Optional[int], row_length: Optional[int]) -> Tuple[int, int, bool]:
+    """(rows, row_length, batched) of the call plan() was given; rows 0 when none was."""
+    for name, value in (("n", n), ("rows", rows), ("row_length", row_length)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{fn}: {name} must be an int or None, got {type(value).__name__}")
+        if value < 0:
+            raise ValueError(f"{fn}: {name} must be >= 0, got {value}")
+    if n is not None and (rows is not None or row_length is not None):
+        raise ValueError(f"{fn}: give n (a 1-D call) or rows and row_length (a batched call), not both")
+    if (rows is None) != (row_length is None):
+        raise ValueError(f"{fn}: rows and row_length go together (the shape of a batched call)")
+    if n is not None:
+        return (1, n, False) if n > 0 else (0, 0, False)
+    if rows is not None:
+        return (rows, row_length, True) if rows * row_length > 0 else (0, 0, True)
+    return 0, 0, False
 
 
 @contextlib.contextmanager

@@ -57,14 +57,32 @@ struct DeterministicScratch {
 };
 constexpr unsigned int kSeenNaN = 1u, kSeenPosInf = 2u, kSeenNegInf = 4u;
 
-// One call of any op: `rows` runs of `row_length` elements each. Row r starts at layout.offsets(r) (in input and in
-// weight) and its elements lie inner_*_stride apart. histogram / histogram_add_ add every row into one histogram
-// (output_row_stride 0); batched_histogram gives row r its own, at output + r * output_row_stride.
-struct HistogramParams {
+// What a call reads: `rows` runs of `row_length` elements each. Row r starts at layout.offsets(r) (in input and in
+// weight) and its elements lie inner_*_stride apart. The traversal (CPU and CUDA) and the range pass read only this.
+struct InputDescription {
   const void* input = nullptr;
   InputType input_type = InputType::kInt64;
   const void* weight = nullptr;  // null: every value counts 1
   WeightType weight_type = WeightType::kNone;
+
+  int64_t rows = 1;
+  int64_t row_length = 0;
+  StridedLayout layout;  // the row dims; ndim 0 for a single row
+  int64_t inner_input_stride = 1, inner_weight_stride = 1;
+  // Set by the launcher, per kernel: each row is cut into this many interleaved segments, one work item each.
+  int64_t segments_per_row = 1;
+
+  DSMHIST_HD int64_t elements() const { return rows * row_length; }
+  // Elements of a row are dense in input (and weight): the vectorised path applies.
+  DSMHIST_HD bool unit_stride() const {
+    return inner_input_stride == 1 && (weight == nullptr || inner_weight_stride == 1);
+  }
+};
+
+// One call of any op that bins: what it reads (the InputDescription it extends), its bins and binning rule, and
+// where it writes. histogram / histogram_add_ add every row into one histogram (output_row_stride 0);
+// batched_histogram gives row r its own, at output + r * output_row_stride.
+struct HistogramParams : InputDescription {
   void* output = nullptr;
   OutputType output_type = OutputType::kInt64;
   int64_t bins = 0;
@@ -75,15 +93,9 @@ struct HistogramParams {
   // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_data_range.
   const unsigned long long* device_range = nullptr;
 
-  int64_t rows = 1;
-  int64_t row_length = 0;
-  StridedLayout layout;  // the row dims; ndim 0 for a single row
-  int64_t inner_input_stride = 1, inner_weight_stride = 1;
   int64_t output_row_stride = 0;
   bool accumulate = false;  // add to the output's values (histogram_add_) instead of replacing them
 
-  // Set by the launcher, per kernel: each row is cut into this many interleaved segments, one work item each.
-  int64_t segments_per_row = 1;
   // Set by the launcher: every output row is counted by exactly one block (or cluster), which stores all its bins
   // (no zeroing of the output beforehand, no atomics into it).
   bool store_rows = false;
@@ -98,15 +110,23 @@ struct HistogramParams {
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;
 
-  DSMHIST_HD int64_t elements() const { return rows * row_length; }
   // The histogram that row `row` adds into.
   DSMHIST_HD int64_t output_row(int64_t row) const { return output_row_stride == 0 ? 0 : row; }
   DSMHIST_HD int64_t output_rows() const { return output_row_stride == 0 ? 1 : rows; }
-  // Elements of a row are dense in input (and weight): the vectorised path applies.
-  DSMHIST_HD bool unit_stride() const {
-    return inner_input_stride == 1 && (weight == nullptr || inner_weight_stride == 1);
-  }
 };
+
+// The range pass (floating input with no min/max): the input, and the two slots that receive the keys of its finite
+// min and max (encode_data_range; slots of several inputs merge by the larger of each).
+struct RangeParams {
+  InputDescription input;
+  unsigned long long* keys = nullptr;
+};
+inline RangeParams range_pass_params(const InputDescription& input, unsigned long long* keys) {
+  RangeParams r;
+  r.input = input;
+  r.keys = keys;
+  return r;
+}
 
 // The most elements one worker (a block or cluster) can count when `rows` rows of `row_length` are cut into
 // `segments` items each and `workers` workers take the items in turn: the bound on its 32-bit shared counts.

@@ -16,8 +16,9 @@ namespace cpu {
 // find_data_range and no p.device_range, the range is first taken from the data (torch.histc's rule).
 void histogram(HistogramParams& p, bool find_data_range);
 
-// The range pass: the data's finite min and max, as the two order-preserving keys of encode_data_range.
-void finite_range_keys(const HistogramParams& p, unsigned long long keys[2]);
+// The range pass: the finite min and max of p.input, as the two order-preserving keys of encode_data_range, to
+// p.keys.
+void finite_range_keys(const RangeParams& p);
 
 // Each element's bin (-1: dropped) into p.output, an int64 tensor of input's shape addressed by weight offsets.
 void bin_indices(HistogramParams& p, bool find_data_range);

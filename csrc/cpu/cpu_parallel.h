@@ -58,7 +58,7 @@ std::unique_ptr<A[]> allocate_scratch(const HistogramParams& p, int64_t count) {
 // of the flattened (row, element) index space, in order: x points at the part's first element, weight_offset is
 // its weight's offset (in elements).
 template <typename T, typename Run>
-void for_each_run(const HistogramParams& p, int64_t begin, int64_t end, Run&& run) {
+void for_each_run(const InputDescription& p, int64_t begin, int64_t end, Run&& run) {
   const T* input = static_cast<const T*>(p.input);
   const int64_t length = p.row_length;
   int64_t row = begin / length, i = begin % length;
@@ -77,7 +77,7 @@ void for_each_run(const HistogramParams& p, int64_t begin, int64_t end, Run&& ru
 // Calls visit(value, weight_offset, row) for elements [begin, end) of the flattened (row, element) index space, in
 // order.
 template <typename T, typename Visit>
-void for_each_element(const HistogramParams& p, int64_t begin, int64_t end, Visit&& visit) {
+void for_each_element(const InputDescription& p, int64_t begin, int64_t end, Visit&& visit) {
   for_each_run<T>(p, begin, end, [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride,
                                      int64_t count, int64_t row) {
     if (stride == 1 && weight_stride == 1) {  // a separate loop the compiler can keep tight: no stride multiplies

@@ -21,7 +21,7 @@ struct FiniteMinMax {
 
 // The finite min and max of the input, as torch.histc takes its range when none is given.
 template <typename T>
-FiniteMinMax finite_min_max(const HistogramParams& p) {
+FiniteMinMax finite_min_max(const InputDescription& p) {
   return at::parallel_reduce(
       0, p.elements(), kMinElementsPerTask, FiniteMinMax{},
       [&](int64_t begin, int64_t end, FiniteMinMax acc) {
@@ -42,7 +42,7 @@ FiniteMinMax finite_min_max(const HistogramParams& p) {
       });
 }
 
-FiniteMinMax finite_min_max_of(const HistogramParams& p) {
+FiniteMinMax finite_min_max_of(const InputDescription& p) {
   FiniteMinMax total;
   visit_input_type(p.input_type, [&](auto tag) { total = finite_min_max<typename decltype(tag)::type>(p); });
   return total;
@@ -55,11 +55,11 @@ void set_data_range(HistogramParams& p) {
   finalize_data_range(total.any, total.lo, total.hi, &p.lo, &p.hi);
 }
 
-void finite_range_keys(const HistogramParams& p, unsigned long long keys[2]) {
-  const FiniteMinMax total = finite_min_max_of(p);
+void finite_range_keys(const RangeParams& p) {
+  const FiniteMinMax total = finite_min_max_of(p.input);
   uint64_t slots[2];
   encode_data_range(total.any, total.lo, total.hi, slots);
-  std::memcpy(keys, slots, sizeof(slots));
+  std::memcpy(p.keys, slots, sizeof(slots));
 }
 
 void bin_indices(HistogramParams& p, bool find_data_range) {

@@ -19,8 +19,8 @@ struct CpuBackend {
   static void histogram(const char*, const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
     cpu::histogram(p, args.data_range);
   }
-  static void finite_range(const HistogramArgs&, HistogramParams& p, const at::Tensor&) {
-    cpu::finite_range_keys(p, static_cast<unsigned long long*>(p.output));
+  static void finite_range(const HistogramArgs&, const RangeParams& p, const at::Tensor&) {
+    cpu::finite_range_keys(p);
   }
   static void bin_indices(const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
     cpu::bin_indices(p, args.data_range);

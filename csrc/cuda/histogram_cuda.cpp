@@ -46,8 +46,9 @@ void find_range_keys(const HistogramArgs& args, HistogramParams& p, const at::Te
                      const PlanRequest& request, cudaStream_t stream, at::Tensor* keys) {
   if (!args.data_range || p.device_range != nullptr) return;
   *keys = at::empty({2}, input.options().dtype(at::kLong));
-  p.device_range = static_cast<const unsigned long long*>(keys->const_data_ptr());
-  C10_CUDA_CHECK(launch_finite_range(p, request, stream));
+  unsigned long long* slots = static_cast<unsigned long long*>(keys->mutable_data_ptr());
+  p.device_range = slots;
+  C10_CUDA_CHECK(launch_finite_range(range_pass_params(p, slots), request, stream));
 }
 
 // The CUDA part of every op (op_bodies.h: the checks, the output and the params come from there): plan, scratch
@@ -73,9 +74,8 @@ struct CudaBackend {
     C10_CUDA_CHECK(launch_histogram(p, request, plan, stream));
   }
 
-  static void finite_range(const HistogramArgs& args, HistogramParams& p, const at::Tensor& input) {
+  static void finite_range(const HistogramArgs& args, const RangeParams& p, const at::Tensor& input) {
     const c10::cuda::CUDAGuard guard(input.device());
-    p.device_range = static_cast<const unsigned long long*>(p.output);  // the keys are this op's output
     const PlanRequest request = make_request(input.get_device(), 1, args.input_type, args.acc);
     C10_CUDA_CHECK(launch_finite_range(p, request, c10::cuda::getCurrentCUDAStream()));
   }
@@ -93,7 +93,8 @@ struct CudaBackend {
 }  // namespace
 
 std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarType input_dtype,
-                               std::optional<at::ScalarType> weight_dtype) {
+                               std::optional<at::ScalarType> weight_dtype, int64_t rows, int64_t row_length,
+                               bool batched) {
   const int64_t device_count = c10::cuda::device_count();
   TORCH_CHECK(device_count > 0, "dsmhist.plan: no CUDA device is available");
   const int64_t device = device_index < 0 ? c10::cuda::current_device() : device_index;
@@ -104,7 +105,18 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
       make_request(static_cast<int>(device), bins, input_type_of(input_dtype, "dtype", "dsmhist.plan"),
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat));
   const HistogramPlan plan = plan_or_throw("dsmhist.plan", request);
-  return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block};
+  LaunchReport launch;
+  if (rows > 0) {
+    HistogramParams call;  // the call's shape only: the shape functions read no pointer
+    call.input_type = request.input_type;
+    call.rows = rows;
+    call.row_length = row_length;
+    call.bins = bins;
+    call.output_row_stride = batched ? bins : 0;
+    C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
+  }
+  return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block,
+          launch.threads, launch.cluster_size, launch.grid};
 }
 
 TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) { register_op_bodies<CudaBackend>(m); }

@@ -75,14 +75,26 @@ PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_
 // (output rows * bins); the caller points p.deterministic.sums at it (8-byte aligned), the launcher does the rest.
 int64_t deterministic_scratch_bytes(int64_t output_bins);
 
-// The range pass for floating input with no min/max: writes the finite min and max of p's elements to
-// p.device_range on `stream`, as the two slots of encode_data_range (binning.h: zeros for an input with no finite
-// value; slots of several inputs merge by the larger of each, as a distributed call combines its ranks' ranges).
-cudaError_t launch_finite_range(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
+// The range pass for floating input with no min/max: writes the finite min and max of p.input's elements to p.keys
+// on `stream`, as the two slots of encode_data_range (binning.h: zeros for an input with no finite value; slots of
+// several inputs merge by the larger of each, as a distributed call combines its ranks' ranges).
+cudaError_t launch_finite_range(const RangeParams& p, const PlanRequest& request, cudaStream_t stream);
 
 // Writes each element's bin (-1: dropped) on `stream`: p from make_bin_index_params, its int64 indices at p.output.
 // A data-derived range must already be at p.device_range, as for launch_histogram.
 cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
+
+// What the launch of a call of p under `plan` uses (the planned tier's shape function, as launch_histogram asks
+// it): threads per block, blocks per cluster (1: no clusters) and blocks in the grid; all 0 for a call with no
+// elements (nothing is launched). p needs only its shape (rows, row_length, output_row_stride, strides): no pointer
+// is read. Like a launch, it may raise the kernel's shared-memory limits first (device_caps.h).
+struct LaunchReport {
+  int threads = 0;
+  int cluster_size = 0;
+  int64_t grid = 0;
+};
+cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                            LaunchReport* report);
 
 // Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored
 // whole), or the three deterministic steps for AccKind::kFixed (fixed_point.cu). When p.device_range is set, the keys

@@ -51,6 +51,24 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
                           static_cast<size_t>(plan.shared_bytes), stream);
 }
 
+cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                            LaunchReport* report) {
+  *report = LaunchReport{};
+  if (p.elements() == 0) return cudaSuccess;
+  DeviceCaps caps;
+  cudaError_t err = device_caps(request.device, &caps);
+  if (err != cudaSuccess) return err;
+  const KernelSet kernels = kernels_for(request.input_type, request.acc);
+  const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
+  LaunchShape shape;
+  err = tier_unit(plan.tier).shape(p, ctx, plan, request.acc, /*may_store=*/true, &shape);
+  if (err != cudaSuccess) return err;
+  report->threads = shape.threads;
+  report->cluster_size = shape.cluster_dim > 0 ? shape.cluster_dim : 1;
+  report->grid = shape.grid;
+  return cudaSuccess;
+}
+
 cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                              cudaStream_t stream) {
   if (p.elements() == 0) {
@@ -67,33 +85,42 @@ cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& reques
 
 namespace {
 
-// One launch of a kernel without bins (`kernel` of kRangeThreads threads) over p's elements.
-cudaError_t launch_stateless(const void* kernel, const HistogramParams& p, const PlanRequest& request,
-                             cudaStream_t stream) {
+// The grid of a kernel without bins (kRangeThreads threads a block) over `input`'s elements, whose segments it sets.
+cudaError_t shape_without_bins(InputDescription& input, const PlanRequest& request, LaunchShape* shape) {
   DeviceCaps caps;
   const cudaError_t err = device_caps(request.device, &caps);
   if (err != cudaSuccess) return err;
-  HistogramParams params = p;
-  LaunchShape shape;
-  shape_stateless(p, caps, kRangeThreads, &shape);
-  params.segments_per_row = shape.segments;
+  shape_stateless(input, caps, kRangeThreads, shape);
+  input.segments_per_row = shape->segments;
+  return cudaSuccess;
+}
+
+template <typename Params>
+cudaError_t launch_without_bins(const void* kernel, Params params, const LaunchShape& shape, cudaStream_t stream) {
   void* args[] = {&params};
   return cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args, 0, stream);
 }
 
 }  // namespace
 
-cudaError_t launch_finite_range(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream) {
+cudaError_t launch_finite_range(const RangeParams& p, const PlanRequest& request, cudaStream_t stream) {
   // Zeroed slots mean "no finite value seen", the answer for an empty input.
-  const cudaError_t err =
-      cudaMemsetAsync(const_cast<unsigned long long*>(p.device_range), 0, 2 * sizeof(unsigned long long), stream);
-  if (err != cudaSuccess || p.elements() == 0) return err;
-  return launch_stateless(kernels_for(request.input_type, request.acc).finite_range, p, request, stream);
+  cudaError_t err = cudaMemsetAsync(p.keys, 0, 2 * sizeof(unsigned long long), stream);
+  if (err != cudaSuccess || p.input.elements() == 0) return err;
+  RangeParams params = p;
+  LaunchShape shape;
+  err = shape_without_bins(params.input, request, &shape);
+  if (err != cudaSuccess) return err;
+  return launch_without_bins(kernels_for(request.input_type, request.acc).finite_range, params, shape, stream);
 }
 
 cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream) {
   if (p.elements() == 0) return cudaSuccess;
-  return launch_stateless(kernels_for(request.input_type, AccKind::kCount).bin_index, p, request, stream);
+  HistogramParams params = p;
+  LaunchShape shape;
+  const cudaError_t err = shape_without_bins(params, request, &shape);
+  if (err != cudaSuccess) return err;
+  return launch_without_bins(kernels_for(request.input_type, AccKind::kCount).bin_index, params, shape, stream);
 }
 
 }  // namespace dsmhist

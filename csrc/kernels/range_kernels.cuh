@@ -12,24 +12,21 @@
 namespace dsmhist {
 
 // Range pass for floating input with no min/max: the min and max of the finite values, as two keys kept with
-// atomicMax (slot 0 holds ~key(min)); p.device_range points at the zeroed slots.
+// atomicMax (slot 0 holds ~key(min)); p.keys points at the zeroed slots.
 template <typename T>
-__global__ void __launch_bounds__(kRangeThreads) finite_range_kernel(const HistogramParams p) {
+__global__ void __launch_bounds__(kRangeThreads) finite_range_kernel(const RangeParams p) {
   using C = compute_t<T>;
   double lo = 0.0, hi = 0.0;
   bool any = false;
-  detail::for_each_item<T>(
-      p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
-      [&](const detail::ItemSpan<T>&, T value, int64_t) {
-        const C x = to_compute(value);
-        if (is_finite_value(x)) {
-          const double d = static_cast<double>(x);
-          lo = any ? fmin(lo, d) : d;
-          hi = any ? fmax(hi, d) : d;
-          any = true;
-        }
-      },
-      [] {}, [](int64_t) {});
+  detail::for_each_input_element<T>(p.input, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x, [&](T value, int64_t) {
+    const C x = to_compute(value);
+    if (is_finite_value(x)) {
+      const double d = static_cast<double>(x);
+      lo = any ? fmin(lo, d) : d;
+      hi = any ? fmax(hi, d) : d;
+      any = true;
+    }
+  });
   uint64_t keys[2];
   encode_data_range(any, lo, hi, keys);
   uint64_t min_slot = keys[0], max_slot = keys[1];
@@ -40,9 +37,8 @@ __global__ void __launch_bounds__(kRangeThreads) finite_range_kernel(const Histo
     max_slot = other_max > max_slot ? other_max : max_slot;
   }
   if ((threadIdx.x & 31) == 0 && max_slot != 0) {
-    unsigned long long* slots = const_cast<unsigned long long*>(p.device_range);
-    atomicMax(slots + 0, static_cast<unsigned long long>(min_slot));
-    atomicMax(slots + 1, static_cast<unsigned long long>(max_slot));
+    atomicMax(p.keys + 0, static_cast<unsigned long long>(min_slot));
+    atomicMax(p.keys + 1, static_cast<unsigned long long>(max_slot));
   }
 }
 
@@ -53,10 +49,8 @@ template <typename T>
 __global__ void __launch_bounds__(kRangeThreads) bin_index_kernel(const HistogramParams p) {
   const Binner<T> binner(p);
   int64_t* indices = static_cast<int64_t*>(p.output);
-  detail::for_each_item<T>(
-      p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
-      [&](const detail::ItemSpan<T>&, T value, int64_t offset) { indices[offset] = binner(value); }, [] {},
-      [](int64_t) {});
+  detail::for_each_input_element<T>(p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+                                    [&](T value, int64_t offset) { indices[offset] = binner(value); });
 }
 
 }  // namespace dsmhist

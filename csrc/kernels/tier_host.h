@@ -56,7 +56,7 @@ inline int64_t accumulator_bytes(AccKind acc) {
 
 // Cuts rows into segments so that `resident` workers (blocks or clusters) all get an item, but no segment is
 // shorter than `min_per_item` elements; then as many workers as there are items, up to `resident`.
-inline void shape_items(const HistogramParams& p, int64_t resident, int64_t min_per_item, LaunchShape* shape) {
+inline void shape_items(const InputDescription& p, int64_t resident, int64_t min_per_item, LaunchShape* shape) {
   resident = std::max<int64_t>(resident, 1);
   shape->segments = 1;
   if (p.rows < resident) {
@@ -68,7 +68,7 @@ inline void shape_items(const HistogramParams& p, int64_t resident, int64_t min_
 
 // Kernels without block state (the global tier, the range pass, the bin indices): `threads`-thread blocks, as many
 // as fill the SMs.
-inline void shape_stateless(const HistogramParams& p, const DeviceCaps& caps, int threads, LaunchShape* shape) {
+inline void shape_stateless(const InputDescription& p, const DeviceCaps& caps, int threads, LaunchShape* shape) {
   shape->threads = threads;
   shape_items(p, int64_t(caps.sm_count) * (2048 / threads), threads * kMinElementsPerThread, shape);
 }

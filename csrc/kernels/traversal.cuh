@@ -20,29 +20,31 @@
 namespace dsmhist {
 namespace detail {
 
-// One work item: segment `segment` of a row whose first element is at `input` (weights from `weight_base`); the row's
-// length and inner strides are the call's (HistogramParams).
+// One work item: segment `segment` of input row `row`, whose first element is at `input` (weights from
+// `weight_base`); the row's length and inner strides are the call's (InputDescription). `output_row`: the histogram
+// the row adds into (for_each_item sets it; the input row elsewhere).
 template <typename T>
 struct ItemSpan {
   const T* input;
   int64_t weight_base;
   int64_t segment;
+  int64_t row;
   int64_t output_row;
 };
 
 template <typename T>
-__device__ __forceinline__ ItemSpan<T> item_span(const HistogramParams& p, int64_t item) {
-  const int64_t row = item / p.segments_per_row;
+__device__ __forceinline__ ItemSpan<T> item_span(const InputDescription& in, int64_t item) {
+  const int64_t row = item / in.segments_per_row;
   int64_t row_input = 0, row_weight = 0;
-  if (p.layout.ndim > 0) p.layout.offsets(row, &row_input, &row_weight);
-  return ItemSpan<T>{static_cast<const T*>(p.input) + row_input, row_weight, item - row * p.segments_per_row,
-                     p.output_row(row)};
+  if (in.layout.ndim > 0) in.layout.offsets(row, &row_input, &row_weight);
+  return ItemSpan<T>{static_cast<const T*>(in.input) + row_input, row_weight, item - row * in.segments_per_row, row,
+                     row};
 }
 
 // Calls visit(value, weight_offset) for every element of the row of `span` that thread `rank` of `count` threads
 // owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element).
 template <typename T, typename Visit>
-__device__ __forceinline__ void for_each_element(const HistogramParams& p, const ItemSpan<T>& span, int64_t rank,
+__device__ __forceinline__ void for_each_element(const InputDescription& p, const ItemSpan<T>& span, int64_t rank,
                                                  int64_t count, Visit&& visit) {
   const T* __restrict__ input = span.input;
   const int64_t n = p.row_length;
@@ -128,7 +130,8 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
   const int64_t items = p.rows * p.segments_per_row;
   int64_t current_row = -1;
   for (int64_t item = first_item; item < items; item += item_stride) {
-    const ItemSpan<T> span = item_span<T>(p, item);
+    ItemSpan<T> span = item_span<T>(p, item);
+    span.output_row = p.output_row(span.row);
     if (current_row >= 0 && (span.output_row != current_row || p.flush_each_item)) {
       barrier();  // every add of the previous row must land before its bins are flushed
       flush(current_row);
@@ -141,6 +144,20 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
   if (current_row >= 0) {
     barrier();  // every add must land before the final flush
     flush(current_row);
+  }
+}
+
+// Visits every element of a worker's items, for the kernels without bins (nothing to flush): visit(value,
+// weight_offset).
+template <typename T, typename Visit>
+__device__ __forceinline__ void for_each_input_element(const InputDescription& in, int64_t first_item,
+                                                       int64_t item_stride, int64_t worker_rank,
+                                                       int64_t worker_threads, Visit&& visit) {
+  const int64_t items = in.rows * in.segments_per_row;
+  for (int64_t item = first_item; item < items; item += item_stride) {
+    const ItemSpan<T> span = item_span<T>(in, item);
+    for_each_element(in, span, span.segment * worker_threads + worker_rank, in.segments_per_row * worker_threads,
+                     visit);
   }
 }
 
