@@ -45,7 +45,7 @@ struct PlanRequest {
 // The strategy for one call: tier, cluster size, shared memory per block and threads per block. These are what a
 // 1-D call with more than kSmallCallMaxElements elements launches; two launches reshape per call (the tier's shape
 // function): tier "shared" runs a small 1-D call as one cluster of up to kSmallCallMaxBlocks blocks, and gives the
-// rows of a batched call blocks of fewer threads when they are short.
+// rows of a batched call blocks of fewer threads when they are short. describe_launch reports a given call's shape.
 struct HistogramPlan {
   Tier tier = Tier::kGlobal;
   int cluster_size = 1;
