@@ -20,6 +20,7 @@
 
 #include "../histogram_args.h"
 #include "../op_bodies.h"
+#include "edges_cpu.h"
 
 namespace dsmhist {
 
@@ -628,6 +629,10 @@ struct CpuBackend {
   static void bin_indices(const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
     visit_input_type(args.input_type, [&](auto tag) { bin_indices_typed<typename decltype(tag)::type>(p, args); });
   }
+  static void check_edges(const char* op, const std::vector<at::Tensor>& edges, bool nd) {
+    check_edges_sorted(op, edges, nd);
+  }
+  static void edge_bins(const EdgeBinParams& p, const at::Tensor&) { edge_bins_cpu(p); }
 };
 
 }  // namespace
