@@ -166,3 +166,8 @@ def test_opcheck_and_compile(device, gen):
     torch.library.opcheck(torch.ops.dsmhist._edge_bin_indices.default, (points, edges, "ignore"))
     compiled = torch.compile(lambda p, e0, e1: torch_dsmhist.histogramdd(p, [e0, e1]), fullgraph=True)
     assert torch.equal(compiled(points, *edges), torch_dsmhist.histogramdd(points, edges))
+
+
+def test_readme_example():
+    out = torch_dsmhist.histogram_edges(torch.tensor([0.5, 1.0, 3.0]), torch.tensor([0.0, 1.0, 3.0]))
+    assert out.tolist() == [1, 2]
