@@ -51,6 +51,58 @@ at::Tensor gather_weight_grad(at::Tensor indices, const at::Tensor& grad, at::Sc
   return picked.to(weight_dtype);
 }
 
+using EdgesSignature = at::Tensor(const at::Tensor&, at::TensorList, const std::optional<at::Tensor>&,
+                                  c10::string_view, std::optional<at::ScalarType>);
+using HistogramEdgesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                           c10::string_view, std::optional<at::ScalarType>);
+using EdgeBinIndicesSignature = at::Tensor(const at::Tensor&, at::TensorList, c10::string_view);
+
+// histogram_edges (one edges tensor, input of any shape) and histogramdd (input [N, D]) differentiated in weight: the
+// backward bins the saved points again with dsmhist::_edge_bin_indices, the forward's own rule and edges.
+struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHistogram> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<at::Tensor> edges,
+                            const at::Tensor& weight, const std::string& out_of_range,
+                            std::optional<at::ScalarType> dtype, bool nd) {
+    at::Tensor output;
+    {
+      const at::AutoDispatchBelowADInplaceOrView below;
+      if (nd) {
+        static const auto op = find_op<EdgesSignature>("dsmhist::histogramdd");
+        output = op.call(input, edges, weight, out_of_range, dtype);
+      } else {
+        static const auto op = find_op<HistogramEdgesSignature>("dsmhist::histogram_edges");
+        output = op.call(input, edges[0], weight, out_of_range, dtype);
+      }
+    }
+    ctx->save_for_backward({input});
+    ctx->saved_data["edges"] = c10::List<at::Tensor>(edges);
+    ctx->saved_data["out_of_range"] = out_of_range;
+    ctx->saved_data["nd"] = nd;
+    ctx->saved_data["weight_dtype"] = weight.scalar_type();
+    ctx->saved_data["weight_shape"] = weight.sizes().vec();
+    return output;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto bin_indices = find_op<EdgeBinIndicesSignature>("dsmhist::_edge_bin_indices");
+    const at::Tensor input = ctx->get_saved_variables()[0];
+    const c10::List<at::Tensor> edge_list = ctx->saved_data["edges"].toTensorList();
+    const std::vector<at::Tensor> edges(edge_list.begin(), edge_list.end());
+    const std::vector<int64_t> weight_shape = ctx->saved_data["weight_shape"].toIntVector();
+    const at::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
+    at::Tensor grad_weight;
+    if (grads[0].numel() == 0) {  // a histogram of no bins: no point lands anywhere
+      grad_weight = at::zeros(weight_shape, grads[0].options().dtype(weight_dtype));
+    } else {
+      const at::Tensor points = ctx->saved_data["nd"].toBool() ? input : input.reshape({-1, 1});
+      at::Tensor indices = bin_indices.call(points, edges, ctx->saved_data["out_of_range"].toStringRef());
+      grad_weight = gather_weight_grad(indices.to(at::kLong), grads[0].reshape({-1}), weight_dtype)
+                        .reshape(weight_shape);
+    }
+    return {at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 // histogram (Batched = false) and batched_histogram (true): the same arguments, the bins along the output's last dim.
 template <bool Batched>
 struct WeightedHistogram : public torch::autograd::Function<WeightedHistogram<Batched>> {
@@ -140,6 +192,29 @@ at::Tensor histogram_with_range_keys_autograd(const at::Tensor& input, int64_t b
   return op.call(input, bins, range_keys, weight, out_of_range, dtype, batched);
 }
 
+at::Tensor histogram_edges_autograd(const at::Tensor& input, const at::Tensor& edges,
+                                   const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
+                                   std::optional<at::ScalarType> dtype) {
+  if (weight_needs_grad(weight)) {
+    return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>{edges}, *weight, std::string(out_of_range),
+                                         dtype, false);
+  }
+  static const auto op = find_op<HistogramEdgesSignature>("dsmhist::histogram_edges");
+  const at::AutoDispatchBelowADInplaceOrView below;
+  return op.call(input, edges, weight, out_of_range, dtype);
+}
+
+at::Tensor histogramdd_autograd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
+                                c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
+  if (weight_needs_grad(weight)) {
+    return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>(edges.begin(), edges.end()), *weight,
+                                         std::string(out_of_range), dtype, true);
+  }
+  static const auto op = find_op<EdgesSignature>("dsmhist::histogramdd");
+  const at::AutoDispatchBelowADInplaceOrView below;
+  return op.call(input, edges, weight, out_of_range, dtype);
+}
+
 // In-place ops and autograd, as torch's own in-place ops behave: a call that would change a tensor autograd needs
 // is refused before anything is written, and a completed call bumps the version counter of what it wrote, so a
 // tensor saved for backward and changed since makes backward raise instead of computing a wrong gradient.
@@ -202,6 +277,8 @@ TORCH_LIBRARY_IMPL(dsmhist, Autograd, m) {
   m.impl("_histogram_with_range_keys", &histogram_with_range_keys_autograd);
   m.impl("histogram_add_", &histogram_add_autograd);
   m.impl("_histogram_out", &histogram_out_autograd);
+  m.impl("histogram_edges", &histogram_edges_autograd);
+  m.impl("histogramdd", &histogramdd_autograd);
 }
 
 }  // namespace dsmhist

@@ -9,6 +9,7 @@
 
 #include <optional>
 
+#include "edges_bodies.h"
 #include "histogram_args.h"
 
 namespace dsmhist {
@@ -24,6 +25,7 @@ namespace dsmhist {
 //   static void finite_range(const HistogramArgs& args, const RangeParams& p, const at::Tensor& input);
 //   // Writes each element's bin (-1: dropped) to p.output (make_bin_index_params); the range as for histogram.
 //   static void bin_indices(const HistogramArgs& args, HistogramParams& p, const at::Tensor& input);
+//   // The bin-edges ops' members: check_edges and edge_bins (edges_bodies.h).
 
 namespace bodies {
 
@@ -154,6 +156,7 @@ void register_op_bodies(torch::Library& m) {
   m.impl("_finite_range_keys", &bodies::finite_range_keys<Backend>);
   m.impl("_histogram_with_range_keys", &bodies::histogram_with_range_keys<Backend>);
   m.impl("_bin_indices", &bodies::bin_indices<Backend>);
+  register_edge_op_bodies<Backend>(m);
 }
 
 }  // namespace dsmhist

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "edges_args.h"
 #include "histogram_args.h"
 #include "ops.h"
 
@@ -126,6 +127,37 @@ std::string check_args(c10::string_view kind, c10::string_view op_name, at::Scal
   return output_dtype_name(args);
 }
 
+// The checks of the bin-edges ops, for their fake kernels: the facts of each edges tensor as parallel lists (its
+// dtype, its rank, its sizes concatenated over all tensors in edge_sizes, its device).
+std::string check_edges_args_op(c10::string_view op_name, at::ScalarType input_dtype, c10::SymIntArrayRef input_shape,
+                                c10::Device input_device, std::vector<at::ScalarType> edge_dtypes,
+                                std::vector<int64_t> edge_ranks, c10::SymIntArrayRef edge_sizes,
+                                std::vector<c10::Device> edge_devices, std::optional<at::ScalarType> weight_dtype,
+                                at::OptionalSymIntArrayRef weight_shape, std::optional<c10::Device> weight_device,
+                                c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool nd) {
+  const std::string op(op_name);
+  TORCH_CHECK_VALUE(edge_dtypes.size() == edge_ranks.size() && edge_dtypes.size() == edge_devices.size(),
+                    "dsmhist._check_edges_args: one dtype, rank and device per edges tensor");
+  EdgeFacts edges;
+  size_t next_size = 0;
+  for (size_t d = 0; d < edge_dtypes.size(); ++d) {
+    const size_t rank = static_cast<size_t>(edge_ranks[d]);
+    TORCH_CHECK_VALUE(next_size + rank <= edge_sizes.size(), "dsmhist._check_edges_args: edge_sizes too short");
+    edges.push_back(TensorFacts{edge_dtypes[d], edge_sizes.slice(next_size, rank), edge_devices[d]});
+    next_size += rank;
+  }
+  std::optional<TensorFacts> weight;
+  if (weight_dtype.has_value()) {
+    TORCH_CHECK_VALUE(weight_shape.has_value() && weight_device.has_value(),
+                      "dsmhist._check_edges_args: weight needs its dtype, shape and device");
+    weight = TensorFacts{*weight_dtype, *weight_shape, *weight_device};
+  }
+  const EdgesArgs args =
+      check_edges_args(op.c_str(), TensorFacts{input_dtype, input_shape, input_device}, edges, weight, out_of_range,
+                       dtype, nd);
+  return output_dtype_name(args.count);
+}
+
 // For torch_dsmhist.distributed, which must refuse a target before the ranks exchange anything: the memory checks
 // histogram_add_ and histogram(out=) make before they write.
 void check_into_memory_op(c10::string_view op, c10::string_view name, const at::Tensor& target,
@@ -172,6 +204,22 @@ TORCH_LIBRARY(dsmhist, m) {
   m.def(
       "_bin_indices(Tensor input, int bins, float? min=None, float? max=None, str out_of_range=\"ignore\", "
       "Tensor? range_keys=None) -> Tensor");
+  // Histograms over bin edges (torch.histogram's rule: [e_i, e_{i+1}), the last bin closed): of every element of
+  // input over one 1-D edges tensor, and of the points of an [N, D] input over one edges tensor per dim.
+  m.def(
+      "histogram_edges(Tensor input, Tensor edges, Tensor? weight=None, str out_of_range=\"ignore\", "
+      "ScalarType? dtype=None) -> Tensor");
+  m.def(
+      "histogramdd(Tensor input, Tensor[] edges, Tensor? weight=None, str out_of_range=\"ignore\", "
+      "ScalarType? dtype=None) -> Tensor");
+  // Each point's flat bin of histogramdd (int32, -1: dropped), for the backward of the weighted edges ops.
+  m.def("_edge_bin_indices(Tensor input, Tensor[] edges, str out_of_range=\"ignore\") -> Tensor");
+  m.def(
+      "_check_edges_args(str op, ScalarType input_dtype, SymInt[] input_shape, Device input_device, "
+      "ScalarType[] edge_dtypes, int[] edge_ranks, SymInt[] edge_sizes, Device[] edge_devices, "
+      "ScalarType? weight_dtype, SymInt[]? weight_shape, Device? weight_device, str out_of_range, "
+      "ScalarType? dtype, bool nd) -> str",
+      &check_edges_args_op);
   m.def("_check_into_memory(str op, str name, Tensor target, Tensor? input, Tensor? weight) -> ()", &check_into_memory_op);
   // The argument checks of every op, for the fake kernels (see check_args).
   m.def(

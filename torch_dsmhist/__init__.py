@@ -8,6 +8,9 @@ The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a type
 * :func:`batched_histogram` — one histogram per row of ``[..., N]``;
 * :func:`bincount`, :func:`histc` — drop-ins for ``torch.bincount`` / ``torch.histc`` (the README's table says
   where they differ);
+* :func:`histogram_edges`, :func:`histogramdd` — histograms over sorted bin edges, 1-D and N-D;
+* :mod:`torch_dsmhist.dropins` — every drop-in by torch's name: ``bincount``, ``histc``, ``histogram``,
+  ``histogramdd`` (for ``torch.histogram`` / ``torch.histogramdd``, whose names the package's own ops use);
 * :func:`plan` — the strategy the op would use on a device; :func:`force_tier` — force one (tests, benchmarks).
 
 :mod:`torch_dsmhist.distributed` (imported on use) gives global histograms of data sharded across processes through
@@ -18,7 +21,7 @@ import torch  # noqa: F401  (loads libtorch, which _C links against)
 
 from . import _C  # noqa: F401  (loading the extension registers torch.ops.dsmhist.*)
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
-from . import _api, _dropins
+from . import _api, _dropins, _edges_api, dropins
 from ._api import (
     Plan,
     batched_histogram,
@@ -29,6 +32,7 @@ from ._api import (
     plan,
 )
 from ._dropins import bincount, histc
+from ._edges_api import histogram_edges, histogramdd
 
-__all__ = [*_api.__all__, *_dropins.__all__]
+__all__ = [*_api.__all__, *_dropins.__all__, *_edges_api.__all__, "dropins"]
 __version__ = "0.1.0"

@@ -5,11 +5,11 @@ the real op would refuse is refused while tracing too, with the same error. Only
 tensor written into overlaps an input — is left to the real kernels.
 """
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
 
-from ._rules import check_call
+from ._rules import check_call, check_edges_call
 
 
 @torch.library.register_fake("dsmhist::histogram")
@@ -103,3 +103,33 @@ def _bin_indices_fake(
     check_call("bin_indices", "dsmhist._bin_indices", input, bins, min, max, None, out_of_range,
                target=range_keys)
     return torch.empty_like(input, dtype=torch.int64, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("dsmhist::histogram_edges")
+def _histogram_edges_fake(
+    input: torch.Tensor,
+    edges: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    out_dtype = check_edges_call("dsmhist.histogram_edges", input, [edges], weight, out_of_range, dtype, nd=False)
+    return input.new_empty((edges.shape[0] - 1,), dtype=out_dtype)
+
+
+@torch.library.register_fake("dsmhist::histogramdd")
+def _histogramdd_fake(
+    input: torch.Tensor,
+    edges: List[torch.Tensor],
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    out_dtype = check_edges_call("dsmhist.histogramdd", input, edges, weight, out_of_range, dtype, nd=True)
+    return input.new_empty(tuple(e.shape[0] - 1 for e in edges), dtype=out_dtype)
+
+
+@torch.library.register_fake("dsmhist::_edge_bin_indices")
+def _edge_bin_indices_fake(input: torch.Tensor, edges: List[torch.Tensor], out_of_range: str = "ignore") -> torch.Tensor:
+    check_edges_call("dsmhist._edge_bin_indices", input, edges, None, out_of_range, None, nd=True)
+    return input.new_empty((input.shape[0],), dtype=torch.int32)

@@ -130,3 +130,17 @@ def check_call(
             weight_device, out_of_range, dtype, batched, target_dtype, target_shape, target_device, accumulate,
         )
     return _DTYPES_BY_NAME[name]
+
+
+def check_edges_call(op: str, input: torch.Tensor, edges, weight: Optional[torch.Tensor], out_of_range: str,
+                     dtype: Optional[torch.dtype], nd: bool) -> torch.dtype:
+    """:func:`check_call` for the bin-edges ops (``nd``: histogramdd's rules, else histogram_edges's): the C++
+    checks of ``dsmhist::_check_edges_args`` on the tensors' metadata; returns the output dtype."""
+    weight_dtype, weight_shape, weight_device = _facts(weight)
+    with _disable_current_modes():
+        name = torch.ops.dsmhist._check_edges_args(
+            op, input.dtype, list(input.shape), input.device, [e.dtype for e in edges], [e.dim() for e in edges],
+            [size for e in edges for size in e.shape], [e.device for e in edges], weight_dtype, weight_shape,
+            weight_device, out_of_range, dtype, nd,
+        )
+    return _DTYPES_BY_NAME[name]

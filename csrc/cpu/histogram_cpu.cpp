@@ -7,6 +7,7 @@
 #include "../histogram_args.h"
 #include "../op_bodies.h"
 #include "cpu_engine.h"
+#include "edges_cpu.h"
 
 namespace dsmhist {
 
@@ -25,6 +26,10 @@ struct CpuBackend {
   static void bin_indices(const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
     cpu::bin_indices(p, args.data_range);
   }
+  static void check_edges(const char* op, const std::vector<at::Tensor>& edges, bool nd) {
+    check_edges_sorted(op, edges, nd);
+  }
+  static void edge_bins(const EdgeBinParams& p, const at::Tensor&) { edge_bins_cpu(p); }
 };
 
 }  // namespace

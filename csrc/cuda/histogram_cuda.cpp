@@ -88,6 +88,14 @@ struct CudaBackend {
     find_range_keys(args, p, input, request, stream, &range_keys);
     C10_CUDA_CHECK(launch_bin_indices(p, request, stream));
   }
+
+  // Unsorted edges are not detected on CUDA (that would synchronise): their bins are unspecified, never outside.
+  static void check_edges(const char*, const std::vector<at::Tensor>&, bool) {}
+
+  static void edge_bins(const EdgeBinParams& p, const at::Tensor& input) {
+    const c10::cuda::CUDAGuard guard(input.device());
+    C10_CUDA_CHECK(launch_edge_bins(p, input.get_device(), c10::cuda::getCurrentCUDAStream()));
+  }
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "../common/binning.h"
 #include "../common/call.h"
+#include "../common/edge_binning.h"
 #include "../common/tiers.h"
 #include "tuning.h"
 
@@ -95,6 +96,10 @@ struct LaunchReport {
 };
 cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                             LaunchReport* report);
+
+// The bin-edges stage (edge_bins.cu): writes the int32 flat bin of each point of p's chunk to p.out on `stream`
+// (edges_bodies.h then counts them with launch_histogram in index mode). Never synchronises with the host.
+cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream);
 
 // Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored
 // whole), or the three deterministic steps for AccKind::kFixed (fixed_point.cu). When p.device_range is set, the keys

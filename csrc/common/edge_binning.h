@@ -1,0 +1,82 @@
+// The bin-edges rule (torch.histogram's) shared by the CPU path and the CUDA kernel: a value's bin among sorted
+// edges, and the N-D point's flat bin. dsmhist::histogram_edges and dsmhist::histogramdd bin points here into int32
+// flat indices, then count those with the index-mode histogram, so every tier counts N-D histograms unchanged.
+// No torch and no CUDA header.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "binning.h"
+#include "dtypes.h"
+#include "host_device.h"
+
+namespace dsmhist {
+
+// The most dimensions an N-D histogram may have (the per-dim facts travel by value, as a kernel argument).
+constexpr int kMaxEdgeDims = 32;
+// Points binned per chunk: the int32 index buffer a call holds is at most this long (32 MiB).
+constexpr int64_t kEdgeChunkPoints = int64_t(1) << 23;
+// A flat index that marks a dropped point.
+constexpr int32_t kDroppedPoint = -1;
+
+// The precision edges are compared in: the input's own (float for float16 / bfloat16 / float32, whose edges have the
+// input's dtype, so the comparisons are torch's), double for float64 and for integer input (exact up to 2^53).
+template <typename T>
+using edge_t = std::conditional_t<std::is_integral<T>::value, double, compute_t<T>>;
+
+// One chunk of an N-D call: points [first_point, first_point + points) of an [N, D] input, binned into out[0, points).
+struct EdgeBinParams {
+  const void* input = nullptr;
+  InputType input_type = InputType::kFloat32;
+  int64_t first_point = 0;
+  int64_t points = 0;
+  int64_t point_stride = 0, dim_stride = 0;  // in elements
+  int32_t dims = 0;
+  bool clamp = false;             // out_of_range == "clamp": a coordinate outside goes to the first / last bin
+  const void* edges = nullptr;    // every dim's edges, concatenated, as edge_t of the input type (contiguous)
+  bool double_edges = false;      // edges are double (else float): must agree with edge_t
+  int64_t edge_offset[kMaxEdgeDims + 1] = {};  // dim d's edges are edges[edge_offset[d], edge_offset[d + 1])
+  int64_t flat_stride[kMaxEdgeDims] = {};      // row-major strides of the output: flat = sum(bin_d * flat_stride[d])
+  int32_t* out = nullptr;         // one flat bin per point, kDroppedPoint where dropped
+};
+
+// The first index in [lo, hi) whose edge is greater than x (hi when none is), by a binary search whose steps are
+// selects, not branches. Over unsorted edges it still returns an index in [lo, hi].
+template <typename E>
+DSMHIST_HD int64_t upper_bound_between(const E* edges, int64_t lo, int64_t hi, E x) {
+  int64_t count = hi - lo;
+  while (count > 0) {
+    const int64_t half = count >> 1;
+    const bool right = edges[lo + half] <= x;
+    lo = right ? lo + half + 1 : lo;
+    count = right ? count - half - 1 : half;
+  }
+  return lo;
+}
+
+// x's bin among `count` edges (count - 1 bins; count >= 2): bin i is [e_i, e_{i+1}), the last bin closed. Outside
+// [e_0, e_last] (or NaN): -1, or with clamp the first / last bin (NaN is always -1). The answer is searched for in
+// [search_lo, search_hi), which must hold upper_bound(x) (0 and count: the whole range). Always in [-1, count - 2].
+template <typename E>
+DSMHIST_HD int64_t edge_bin(E x, const E* edges, int64_t count, int64_t search_lo, int64_t search_hi, bool clamp) {
+  const E first = edges[0], last = edges[count - 1];
+  if (!(x >= first && x <= last)) {
+    if (!clamp || x != x) return -1;
+    return x < first ? 0 : count - 2;
+  }
+  const int64_t bin = upper_bound_between(edges, search_lo, search_hi, x) - 1;
+  return bin < 0 ? 0 : (bin > count - 2 ? count - 2 : bin);  // x == e_last joins the last bin
+}
+
+// The cell of a uniform grid of `cells` cells over [first, last] that x falls in, for the CUDA lookup table. Only its
+// monotonicity matters (x <= y gives cell(x) <= cell(y), NaN and overflow included: every step is a monotone IEEE
+// operation and there is no add after the multiply to fuse): then every edge in a cell below x's is below x and every
+// edge in a cell above is above it, so the search needs only the edges of x's own cell.
+template <typename E>
+DSMHIST_HD int32_t edge_cell(E x, E first, E cells_per_unit, int32_t cells) {
+  const E position = (x - first) * cells_per_unit;
+  return position >= E(0) ? (position < static_cast<E>(cells) ? static_cast<int32_t>(position) : cells - 1) : 0;
+}
+
+}  // namespace dsmhist

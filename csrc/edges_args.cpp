@@ -1,0 +1,109 @@
+#include "edges_args.h"
+
+#include <c10/util/Exception.h>
+
+#include <limits>
+#include <string>
+
+namespace dsmhist {
+
+namespace {
+
+std::string edges_name(bool nd, size_t d) { return nd ? "edges[" + std::to_string(d) + "]" : std::string("edges"); }
+
+}  // namespace
+
+EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeFacts& edges,
+                           const std::optional<TensorFacts>& weight, c10::string_view out_of_range,
+                           std::optional<at::ScalarType> dtype, bool nd) {
+  EdgesArgs args;
+  c10::SymInt points = 1;
+  const InputType input_type = input_type_of(input.dtype, "input", op);
+  const bool floating_input = is_floating(input_type);
+  if (nd) {
+    TORCH_CHECK_VALUE(input.shape.size() == 2, op, ": input must be 2-D ([N, D]: N points of D coordinates), got ",
+                      "shape ", input.shape);
+    TORCH_CHECK_VALUE(!edges.empty() && edges.size() <= static_cast<size_t>(kMaxEdgeDims), op,
+                      ": edges must hold between 1 and ", kMaxEdgeDims, " tensors (one per dim), got ", edges.size());
+    TORCH_CHECK_VALUE(input.shape[1] == static_cast<int64_t>(edges.size()), op, ": input has ", input.shape[1],
+                      " coordinates per point (shape ", input.shape, ") but edges has ", edges.size(), " tensors");
+    points = input.shape[0];
+  } else {
+    TORCH_CHECK_VALUE(edges.size() == 1, op, ": expected one edges tensor");
+    for (const c10::SymInt& size : input.shape) points *= size;
+  }
+  args.dims = static_cast<int64_t>(edges.size());
+  args.edge_dtype = (floating_input && input.dtype != at::kDouble) ? at::kFloat : at::kDouble;
+
+  args.total_bins = 1;
+  for (size_t d = 0; d < edges.size(); ++d) {
+    const TensorFacts& e = edges[d];
+    const std::string name = edges_name(nd, d);
+    TORCH_CHECK_VALUE(e.shape.size() == 1 && e.shape[0] >= 1, op, ": ", name,
+                      " must be a 1-D tensor of at least one edge, got shape ", e.shape);
+    TORCH_CHECK_VALUE(at::isFloatingType(e.dtype), op, ": ", name, " must be floating, got ", e.dtype);
+    TORCH_CHECK_VALUE(!floating_input || e.dtype == input.dtype, op, ": ", name, " must have input's dtype ",
+                      input.dtype, " (the edges are compared in it), got ", e.dtype);
+    TORCH_CHECK_VALUE(e.device == input.device, op, ": ", name, " is on ", e.device, " but input is on ",
+                      input.device, "; both must be on the same device");
+    const int64_t bins = e.shape[0].guard_int(__FILE__, __LINE__) - 1;
+    args.output_shape.push_back(bins);
+    TORCH_CHECK_VALUE(bins == 0 || args.total_bins <= std::numeric_limits<int32_t>::max() / bins, op,
+                      ": the histogram has more than 2^31 - 1 bins (shape ", c10::IntArrayRef(args.output_shape),
+                      "...), which int32 flat bins cannot address");
+    args.total_bins *= bins;
+  }
+
+  // The counting stage's rules (count dtype, weights, accumulator, int32 overflow) over N int32 flat bins.
+  std::optional<TensorFacts> flat_weight;
+  std::vector<c10::SymInt> flat_shape{points};
+  if (weight.has_value()) {
+    const bool shape_ok = nd ? (weight->shape.size() == 1 && weight->shape[0] == points)
+                             : (weight->shape.size() == input.shape.size() && weight->shape == input.shape);
+    TORCH_CHECK_VALUE(shape_ok, op, ": weight must have shape ", nd ? "[N] (one weight per point)" : "input's shape",
+                      ", input has shape ", input.shape, ", got ", weight->shape);
+    flat_weight = TensorFacts{weight->dtype, flat_shape, weight->device};
+  }
+  const TensorFacts flat_bins{at::kInt, flat_shape, input.device};
+  args.count = check_histogram_args(op, flat_bins, args.total_bins > 0 ? args.total_bins : 1, std::nullopt,
+                                    std::nullopt, flat_weight, out_of_range, dtype);
+  args.clamp = args.count.clamp;
+  args.count.clamp = false;  // the flat bins mark dropped points with -1, which a clamp would count in bin 0
+  return args;
+}
+
+void check_edges_sorted(const char* op, const std::vector<at::Tensor>& edges, bool nd) {
+  for (size_t d = 0; d < edges.size(); ++d) {
+    const at::Tensor& e = edges[d];
+    TORCH_CHECK_VALUE(!e.isnan().any().item<bool>(), op, ": ", edges_name(nd, d), " holds NaN");
+    if (e.numel() < 2) continue;
+    TORCH_CHECK_VALUE(e.slice(0, 1).ge(e.slice(0, 0, -1)).all().item<bool>(), op, ": ", edges_name(nd, d),
+                      " must be sorted non-decreasing");
+  }
+}
+
+EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& input2d, const std::vector<at::Tensor>& edges,
+                                   at::Tensor* edge_buffer) {
+  std::vector<at::Tensor> converted;
+  converted.reserve(edges.size());
+  for (const at::Tensor& e : edges) converted.push_back(e.to(args.edge_dtype));
+  *edge_buffer = at::cat(converted).contiguous();
+  EdgeBinParams p;
+  p.input = input2d.const_data_ptr();
+  p.input_type = input_type_of(input2d.scalar_type(), "input");
+  p.point_stride = input2d.stride(0);
+  p.dim_stride = input2d.stride(1);
+  p.dims = static_cast<int32_t>(args.dims);
+  p.clamp = args.clamp;
+  p.edges = edge_buffer->const_data_ptr();
+  p.double_edges = args.edge_dtype == at::kDouble;
+  int64_t stride = 1;
+  for (int64_t d = args.dims - 1; d >= 0; --d) {
+    p.flat_stride[d] = stride;
+    stride *= args.output_shape[d];
+  }
+  for (int64_t d = 0; d < args.dims; ++d) p.edge_offset[d + 1] = p.edge_offset[d] + edges[d].numel();
+  return p;
+}
+
+}  // namespace dsmhist

@@ -1,0 +1,119 @@
+// The bodies of the bin-edges ops, once for every device (as op_bodies.h): check -> output -> bin the points into
+// int32 flat bins, a bounded chunk at a time (Backend::edge_bins) -> count each chunk with the index-mode histogram
+// (Backend::histogram, adding into the output after the first chunk). Every tier thereby counts N-D histograms
+// unchanged, and the memory beyond the output is one chunk's indices (kEdgeChunkPoints int32) and the edges.
+//
+// A backend adds to op_bodies.h's members:
+//   // Sorted-edges check where it needs no host sync (the CPU); nothing on CUDA.
+//   static void check_edges(const char* op, const std::vector<at::Tensor>& edges, bool nd);
+//   // Writes the flat bin of points [p.first_point, + p.points) to p.out (kDroppedPoint where dropped).
+//   static void edge_bins(const EdgeBinParams& p, const at::Tensor& input);
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "edges_args.h"
+
+namespace dsmhist {
+
+namespace edge_bodies {
+
+inline EdgeFacts facts_of_edges(const std::vector<at::Tensor>& edges) {
+  EdgeFacts facts;
+  for (const at::Tensor& e : edges) facts.push_back(facts_of(e));
+  return facts;
+}
+
+// The N-D histogram of input2d ([N, D]) with weight1d ([N]) after the op's checks (`args`).
+template <typename Backend>
+at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor& input2d,
+                        const std::vector<at::Tensor>& edges, const std::optional<at::Tensor>& weight1d) {
+  at::Tensor output = at::empty(args.output_shape, input2d.options().dtype(args.count.output_dtype));
+  if (args.total_bins == 0) return output;
+  at::Tensor edge_buffer;
+  EdgeBinParams bin_params = make_edge_bin_params(args, input2d, edges, &edge_buffer);
+  const int64_t points = input2d.size(0);
+  const int64_t chunk = std::max<int64_t>(1, std::min(points, kEdgeChunkPoints));
+  at::Tensor flat_bins = at::empty({chunk}, input2d.options().dtype(at::kInt));
+  at::Tensor flat_output = output.view({-1});
+  int64_t start = 0;
+  do {  // once for an empty input, so the output is zeroed by the counting stage as for any other call
+    const int64_t length = std::min(chunk, points - start);
+    bin_params.first_point = start;
+    bin_params.points = length;
+    bin_params.out = flat_bins.mutable_data_ptr<int32_t>();
+    if (length > 0) Backend::edge_bins(bin_params, input2d);
+    at::Tensor chunk_bins = flat_bins.narrow(0, 0, length);
+    std::optional<at::Tensor> chunk_weight;
+    if (weight1d.has_value()) chunk_weight = weight1d->narrow(0, start, length);
+    HistogramParams p = make_params(args.count, chunk_bins, chunk_weight, args.total_bins, flat_output,
+                                    /*batched=*/false, /*accumulate=*/start > 0);
+    Backend::histogram(op, args.count, p, chunk_bins);
+    start += length;
+  } while (start < points);
+  return output;
+}
+
+template <typename Backend>
+at::Tensor histogram_edges(const at::Tensor& input, const at::Tensor& edges, const std::optional<at::Tensor>& weight,
+                           c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
+  const char* op = "dsmhist.histogram_edges";
+  const std::vector<at::Tensor> edge_list{edges};
+  const EdgesArgs args =
+      check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, false);
+  Backend::check_device(op, input);
+  Backend::check_edges(op, edge_list, false);
+  std::optional<at::Tensor> weight1d;
+  if (weight.has_value() && weight->defined()) weight1d = weight->reshape({-1});
+  return count_points<Backend>(op, args, input.reshape({-1, 1}), edge_list, weight1d);
+}
+
+template <typename Backend>
+at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
+                       c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
+  const char* op = "dsmhist.histogramdd";
+  const std::vector<at::Tensor> edge_list(edges.begin(), edges.end());
+  const EdgesArgs args =
+      check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, true);
+  Backend::check_device(op, input);
+  Backend::check_edges(op, edge_list, true);
+  std::optional<at::Tensor> weight1d;
+  if (weight.has_value() && weight->defined()) weight1d = *weight;
+  return count_points<Backend>(op, args, input, edge_list, weight1d);
+}
+
+// Each point's flat bin (-1: dropped) as int32 [N]: the backward of the weighted edges ops. input is [N, D].
+template <typename Backend>
+at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::string_view out_of_range) {
+  const char* op = "dsmhist._edge_bin_indices";
+  const std::vector<at::Tensor> edge_list(edges.begin(), edges.end());
+  const EdgesArgs args = check_edges_args(op, facts_of(input), facts_of_edges(edge_list), std::nullopt,
+                                          out_of_range, std::nullopt, true);
+  Backend::check_device(op, input);
+  at::Tensor indices = at::empty({input.size(0)}, input.options().dtype(at::kInt));
+  if (args.total_bins == 0) return indices.fill_(kDroppedPoint);
+  if (input.size(0) == 0) return indices;
+  at::Tensor edge_buffer;
+  EdgeBinParams bin_params = make_edge_bin_params(args, input, edge_list, &edge_buffer);
+  bin_params.first_point = 0;
+  bin_params.points = input.size(0);
+  bin_params.out = indices.mutable_data_ptr<int32_t>();
+  Backend::edge_bins(bin_params, input);
+  return indices;
+}
+
+}  // namespace edge_bodies
+
+template <typename Backend>
+void register_edge_op_bodies(torch::Library& m) {
+  m.impl("histogram_edges", &edge_bodies::histogram_edges<Backend>);
+  m.impl("histogramdd", &edge_bodies::histogramdd<Backend>);
+  m.impl("_edge_bin_indices", &edge_bodies::edge_bin_indices<Backend>);
+}
+
+}  // namespace dsmhist

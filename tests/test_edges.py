@@ -1,0 +1,173 @@
+"""The bin-edges ops (dsmhist::histogram_edges, dsmhist::histogramdd) against an independent reference (numpy's
+searchsorted rule), with opcheck, torch.compile, gradients and the checks."""
+
+import numpy as np
+import pytest
+import torch
+
+import torch_dsmhist
+from conftest import DEVICES
+from helpers import ALL_DTYPES, FLOAT_DTYPES
+
+EDGE_DTYPE = {torch.float64: torch.float64}
+
+
+def edge_dtype_for(dtype: torch.dtype) -> torch.dtype:
+    return dtype if dtype.is_floating_point else torch.float64
+
+
+def reference_nd(points: torch.Tensor, edges, weight=None, clamp=False) -> np.ndarray:
+    """numpy: searchsorted(side='right') - 1 per dim, last edge in the last bin, outside dropped or clamped."""
+    pts = points.double().cpu().numpy()
+    shape = tuple(len(e) - 1 for e in edges)
+    out = np.zeros(shape, dtype=np.float64)
+    w = np.ones(len(pts)) if weight is None else weight.double().cpu().numpy()
+    bins = []
+    keep = np.ones(len(pts), dtype=bool)
+    for d, e in enumerate(edges):
+        ev = e.double().cpu().numpy()
+        x = pts[:, d]
+        b = np.searchsorted(ev, x, side="right") - 1
+        b = np.where(x == ev[-1], len(ev) - 2, b)
+        outside = (x < ev[0]) | (x > ev[-1])
+        if clamp:
+            b = np.where(x < ev[0], 0, np.where(x > ev[-1], len(ev) - 2, b))
+            keep &= ~np.isnan(x)
+        else:
+            keep &= ~outside & ~np.isnan(x)
+        bins.append(np.clip(b, 0, len(ev) - 2))
+    np.add.at(out, tuple(b[keep] for b in bins), w[keep])
+    return out
+
+
+def random_edges(count: int, dtype, gen, lo=-2.0, hi=2.0) -> torch.Tensor:
+    e = torch.sort(torch.rand(count, generator=gen, dtype=torch.float64) * (hi - lo) + lo).values
+    return e.to(edge_dtype_for(dtype))
+
+
+def random_values(n, dtype, gen):
+    if dtype.is_floating_point:
+        x = (torch.randn(n, generator=gen, dtype=torch.float64) * 1.5).to(dtype)
+        x[:: max(n // 17, 1)] = float("nan") if n > 3 else x[:: max(n // 17, 1)]
+        return x
+    return torch.randint(-3, 4, (n,), generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("clamp", [False, True])
+def test_histogram_edges_matches_reference(device, dtype, clamp, gen):
+    n = int(torch.randint(1, 5000, (1,), generator=gen))
+    x = random_values(n, dtype, gen)
+    edges = random_edges(int(torch.randint(2, 40, (1,), generator=gen)), dtype, gen)
+    if n > 4:
+        x[1] = edges[0].to(dtype)  # exactly on edges: first, an inner one, the last
+        x[2] = edges[len(edges) // 2].to(dtype)
+        x[3] = edges[-1].to(dtype)
+    out = torch_dsmhist.histogram_edges(x.to(device), edges.to(device), out_of_range="clamp" if clamp else "ignore")
+    ref = reference_nd(x.reshape(-1, 1), [edges], clamp=clamp)
+    assert out.dtype == torch.int64 and out.shape == (len(edges) - 1,)
+    assert np.array_equal(out.cpu().numpy(), ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32])
+@pytest.mark.parametrize("weight_dtype", [None, torch.float32, torch.float64])
+def test_histogramdd_matches_reference(device, dtype, weight_dtype, gen):
+    n, dims = int(torch.randint(0, 3000, (1,), generator=gen)), 3
+    points = torch.stack([random_values(n, dtype, gen) for _ in range(dims)], 1) if n else torch.empty(0, dims, dtype=dtype)
+    edges = [random_edges(c, dtype, gen) for c in (2, 7, 13)]
+    weight = None if weight_dtype is None else torch.rand(n, generator=gen, dtype=weight_dtype)
+    out = torch_dsmhist.histogramdd(points.to(device), [e.to(device) for e in edges],
+                                    None if weight is None else weight.to(device))
+    ref = reference_nd(points, edges, weight)
+    assert out.shape == (1, 6, 12)
+    if weight is None:
+        assert np.array_equal(out.cpu().numpy(), ref)
+    else:
+        assert out.dtype == weight_dtype
+        np.testing.assert_allclose(out.double().cpu().numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous_and_many_edges(device, gen):
+    base = torch.randn(4000, 5, generator=gen)
+    points = base[::2, 1:4:2]  # [2000, 2], strided both ways
+    edges = [random_edges(3000, torch.float32, gen), random_edges(5, torch.float32, gen)]
+    out = torch_dsmhist.histogramdd(points.to(device), [e.to(device) for e in edges])
+    assert np.array_equal(out.cpu().numpy(), reference_nd(points, edges))
+    x = base.t()[1:3]  # non-contiguous, any shape for histogram_edges
+    e = random_edges(20000, torch.float32, gen)  # more edges than shared memory holds on CUDA
+    out = torch_dsmhist.histogram_edges(x.to(device), e.to(device))
+    assert np.array_equal(out.cpu().numpy(), reference_nd(x.reshape(-1, 1), [e]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_chunks_accumulate(device, monkeypatch, gen):
+    n = (1 << 23) + 5  # two chunks
+    x = torch.rand(n, generator=gen)
+    edges = torch.tensor([0.0, 0.25, 0.5, 1.0])
+    out = torch_dsmhist.histogram_edges(x.to(device), edges.to(device))
+    assert np.array_equal(out.cpu().numpy(), reference_nd(x.reshape(-1, 1), [edges]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_bins_and_int32_counts(device):
+    x = torch.rand(10, device=device)
+    assert torch_dsmhist.histogram_edges(x, torch.tensor([0.5], device=device)).shape == (0,)
+    out = torch_dsmhist.histogram_edges(x, torch.tensor([0.0, 1.0], device=device), dtype=torch.int32)
+    assert out.dtype == torch.int32 and out.tolist() == [10]
+
+
+def test_errors_name_the_argument():
+    x = torch.rand(10)
+    with pytest.raises(ValueError, match="sorted"):
+        torch_dsmhist.histogram_edges(x, torch.tensor([0.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="NaN"):
+        torch_dsmhist.histogram_edges(x, torch.tensor([0.0, float("nan")]))
+    with pytest.raises(ValueError, match="edges must have input's dtype"):
+        torch_dsmhist.histogram_edges(x, torch.tensor([0.0, 1.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"edges\[1\]"):
+        torch_dsmhist.histogramdd(torch.rand(5, 2), [torch.tensor([0.0, 1.0]), torch.tensor([[0.0, 1.0]])])
+    with pytest.raises(ValueError, match="coordinates per point"):
+        torch_dsmhist.histogramdd(torch.rand(5, 3), [torch.tensor([0.0, 1.0])] * 2)
+    with pytest.raises(ValueError, match="weight"):
+        torch_dsmhist.histogramdd(torch.rand(5, 1), [torch.tensor([0.0, 1.0])], weight=torch.rand(4))
+    with pytest.raises(ValueError, match="out_of_range"):
+        torch_dsmhist.histogram_edges(x, torch.tensor([0.0, 1.0]), out_of_range="wrap")
+    with pytest.raises(ValueError, match="2\\^31"):
+        torch_dsmhist.histogramdd(torch.rand(5, 2), [torch.linspace(0, 1, 70000)] * 2)
+    with pytest.raises(TypeError, match="edges"):
+        torch_dsmhist.histogramdd(torch.rand(5, 1), torch.tensor([0.0, 1.0]))
+    before = x.clone()
+    with pytest.raises(ValueError):
+        torch_dsmhist.histogram_edges(x, torch.tensor([1.0, 0.0]))
+    assert torch.equal(x, before)  # nothing written
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_weight_gradient(device, gen):
+    points = torch.randn(40, 2, generator=gen, dtype=torch.float64).to(device)
+    edges = [torch.linspace(-1, 1, 5, dtype=torch.float64, device=device)] * 2
+    w = torch.rand(40, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+    torch.autograd.gradcheck(lambda w: torch_dsmhist.histogramdd(points, edges, w), (w,))
+    x = torch.randn(6, 7, generator=gen, dtype=torch.float64).to(device)
+    w2 = torch.rand(6, 7, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+    torch.autograd.gradcheck(lambda w: torch_dsmhist.histogram_edges(x, edges[0], w, "clamp"), (w2,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_and_compile(device, gen):
+    points = torch.randn(50, 2, generator=gen).to(device)
+    edges = [torch.linspace(-1, 1, 5, device=device), torch.linspace(-2, 2, 4, device=device)]
+    w = torch.rand(50, generator=gen).to(device)
+    torch.library.opcheck(torch.ops.dsmhist.histogramdd.default, (points, edges, w, "clamp", None))
+    torch.library.opcheck(torch.ops.dsmhist.histogram_edges.default, (points, edges[0], None, "ignore", torch.int32))
+    torch.library.opcheck(torch.ops.dsmhist._edge_bin_indices.default, (points, edges, "ignore"))
+    compiled = torch.compile(lambda p, e0, e1: torch_dsmhist.histogramdd(p, [e0, e1]), fullgraph=True)
+    assert torch.equal(compiled(points, *edges), torch_dsmhist.histogramdd(points, edges))
+
+
+def test_readme_example():
+    out = torch_dsmhist.histogram_edges(torch.tensor([0.5, 1.0, 3.0]), torch.tensor([0.0, 1.0, 3.0]))
+    assert out.tolist() == [1, 2]

@@ -1,0 +1,66 @@
+"""The Python API of the bin-edges ops: :func:`histogram_edges` and :func:`histogramdd`."""
+
+from typing import Optional, Sequence
+
+import torch
+
+from . import _rules
+
+__all__ = ["histogram_edges", "histogramdd"]
+
+
+def _check_edges_list(fn: str, edges: object) -> list:
+    if isinstance(edges, torch.Tensor) or not isinstance(edges, (list, tuple)):
+        raise TypeError(f"{fn}: edges must be a list or tuple of tensors, got {type(edges).__name__}")
+    for i, e in enumerate(edges):
+        _rules.check_tensor(fn, f"edges[{i}]", e)
+    return list(edges)
+
+
+def histogram_edges(
+    input: torch.Tensor,
+    edges: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """Histogram of every element of ``input`` over sorted bin ``edges`` (``torch.ops.dsmhist.histogram_edges``).
+
+    Bin ``i`` is ``[edges[i], edges[i+1])``, the last bin closed: torch.histogram's rule. ``edges`` is 1-D, sorted
+    non-decreasing, floating, with ``input``'s dtype for floating input (any floating dtype for integer input, compared
+    in float64), on ``input``'s device; the output has ``len(edges) - 1`` bins. ``out_of_range``: ``"ignore"`` drops
+    values outside ``[edges[0], edges[-1]]``, ``"clamp"`` counts them in the first / last bin; NaN is always dropped.
+    ``weight`` (input's shape, floating, differentiable) and ``dtype`` follow :func:`torch_dsmhist.histogram`.
+    Unsorted edges raise ``ValueError`` on the CPU; on CUDA they are not checked (that would synchronise) and give
+    unspecified counts, never a write outside the output. No host sync on CUDA.
+    """
+    fn = "torch_dsmhist.histogram_edges"
+    _rules.check_tensor(fn, "input", input)
+    _rules.check_tensor(fn, "edges", edges)
+    _rules.check_tensor(fn, "weight", weight, optional=True)
+    _rules.check_choice(fn, "out_of_range", out_of_range)
+    _rules.check_dtype(fn, "dtype", dtype)
+    return torch.ops.dsmhist.histogram_edges(input, edges, weight, out_of_range, dtype)
+
+
+def histogramdd(
+    input: torch.Tensor,
+    edges: Sequence[torch.Tensor],
+    weight: Optional[torch.Tensor] = None,
+    out_of_range: str = "ignore",
+    dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """N-D histogram of the points of ``input`` ``[N, D]`` over one sorted edges tensor per dim
+    (``torch.ops.dsmhist.histogramdd``); the output has shape ``(len(edges[0]) - 1, ..., len(edges[D-1]) - 1)``.
+
+    Each coordinate is binned as in :func:`histogram_edges`; a point is dropped when any coordinate is outside its
+    dim's edges or NaN (with ``out_of_range="clamp"`` an outside coordinate goes to its dim's first / last bin, NaN
+    still drops the point). ``weight`` is ``[N]``. At most 32 dims and 2^31 - 1 bins in all.
+    """
+    fn = "torch_dsmhist.histogramdd"
+    _rules.check_tensor(fn, "input", input)
+    edges = _check_edges_list(fn, edges)
+    _rules.check_tensor(fn, "weight", weight, optional=True)
+    _rules.check_choice(fn, "out_of_range", out_of_range)
+    _rules.check_dtype(fn, "dtype", dtype)
+    return torch.ops.dsmhist.histogramdd(input, edges, weight, out_of_range, dtype)
