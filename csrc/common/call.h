@@ -97,6 +97,9 @@ struct HistogramParams {
   // Cluster tiers only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;
+  // Device workspace of the planned tier (tier_workspace_bytes, kernels.h), from the caller; most tiers need none.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 
   DSMHIST_HD int64_t elements() const { return rows * row_length; }
   // The histogram that row `row` adds into.

@@ -60,7 +60,9 @@ enum class PlanStatus : int32_t {
   kSharedTooSmall,         // forced "shared" but the bins do not fit one block's shared memory
   kClusterUnavailable,     // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
   kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
-  kClusterSizeUnsupported  // the forced cluster size cannot be launched with this shared memory on this device
+  kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
+  kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
+  kPartitionTooFewBins      // the automatic plan leaves fewer bins to the faster tiers (never for a forced tier)
 };
 
 const char* plan_status_message(PlanStatus status);
@@ -83,6 +85,11 @@ cudaError_t launch_finite_range(const HistogramParams& p, const PlanRequest& req
 // Writes each element's bin (-1: dropped) on `stream`: p from make_bin_index_params, its int64 indices at p.output.
 // A data-derived range must already be at p.device_range, as for launch_histogram.
 cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
+
+// Bytes of device workspace the planned tier needs for the call p (0 for most tiers; tier "partition": at most
+// kPartitionWorkspaceBytes); the caller points p.workspace at that many bytes (256-byte aligned) before launching.
+cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                                 int64_t* bytes);
 
 // Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored
 // whole), or the three deterministic steps for AccKind::kFixed (fixed_point.cu). When p.device_range is set, the keys

@@ -38,6 +38,29 @@ constexpr int kClusterAutoMaxBlocks = 4;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
 
+// ----- Partition tier ----------------------------------------------------------------------------------------------
+
+// Tier "partition" (tier_partition.cuh): kernel 1 bins kPartitionThreads x kPartitionValuesPerThread elements per tile
+// and groups them by chunk; kernel 3 counts a chunk of kPartitionChunkBytes of bins per block, 1024 threads each
+// (one block per SM: the chunk takes more than half an SM's shared memory).
+constexpr int kPartitionThreads = 512;
+constexpr int kPartitionValuesPerThread = 16;
+constexpr int kPartitionItemThreads = 256;
+constexpr int kPartitionCountThreads = 1024;
+constexpr int64_t kPartitionChunkBytes = 128 * 1024;
+// Chunks one slice may add into: bounds kernel 1's shared memory (two 32-bit words per chunk) and the run table.
+constexpr int kPartitionMaxChunks = 1024;
+// Device workspace of one call (entries, weights, runs, items); the slice is as long as fits. The README states it.
+constexpr int64_t kPartitionWorkspaceBytes = int64_t(64) << 20;
+constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
+// A work item holds at least this many elements per bin of its chunk, so flushing the chunk costs less than the
+// adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
+constexpr int64_t kPartitionMinItemElementsPerBin = 2;
+constexpr int64_t kPartitionDirectRatio = 8;
+// The automatic plan takes the partition tier from this many bins (before the cluster tier, which costs ~0.3 ms per
+// block); below it the cluster tier (2 blocks) or one block's shared memory is faster. PROVISIONAL: to be measured.
+constexpr int64_t kPartitionAutoMinBins = 116225;
+
 // ----- Work per block ----------------------------------------------------------------------------------------------
 
 // A block (or cluster) should see at least this many elements per thread before its bins are worth zeroing and
