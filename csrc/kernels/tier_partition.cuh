@@ -537,6 +537,10 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
   const void* build_items = nullptr;
   const void* count = nullptr;
   slice_kernels(acc, &build_items, &count);
+  // The deterministic sum's first pass runs other kernels than the plan's accumulator names: raise their limits too.
+  int count_per_sm = 1;
+  err = blocks_per_sm(count, ctx.request.device, ctx.caps, kPartitionCountThreads, plan.shared_bytes, &count_per_sm);
+  if (err != cudaSuccess) return err;
   const int64_t value_bytes = acc == AccKind::kCount ? 0 : accumulator_bytes(acc);
   const int64_t partition_shared = partition_shared_bytes(value_bytes);
   int partition_per_sm = 1;
