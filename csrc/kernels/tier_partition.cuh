@@ -287,10 +287,14 @@ template <typename Policy>
 __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const HistogramParams p, const Slice s) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
-  constexpr int kUnroll = 4;
+  constexpr int kSpan = 8;
+  __shared__ uint32_t run_starts[kPartitionCountThreads];
+  __shared__ uint32_t run_lengths[kPartitionCountThreads];
+  __shared__ uint32_t run_firsts[kPartitionCountThreads + 1];
+  __shared__ uint32_t warp_sums[32];
   Acc* bins = dsmhist::detail::shared_bins<Acc>();
   const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31;
   if (blockIdx.x == 0 && threadIdx.x == 0) *s.next_item_count = 0u;
   dsmhist::detail::zero_bins(bins, chunk_bins);
   __syncthreads();  // every bin must be zero before any thread counts into it
@@ -325,35 +329,51 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
         Policy::add_shared(bins + local, contribution);
       }
     };
-    for (int64_t group = int64_t(item.tile_begin) + warp * 32; group < item.tile_end; group += int64_t(warps) * 32) {
-      const int64_t own_tile = group + lane;
+    // The item's runs, up to one tile per thread at a time, laid end to end: thread i takes kSpan consecutive
+    // entries of that sequence per round, so every thread has work whether the runs are long (few chunks, a hot
+    // chunk) or a few entries each (many chunks).
+    for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
+      const int64_t own_tile = batch + threadIdx.x;
       const uint32_t own_run = own_tile < item.tile_end ? runs[own_tile] : 0u;
-      uint32_t pending = __ballot_sync(0xffffffffu, (own_run & 0xffffu) != 0u);
-      while (pending != 0u) {
-        const int source = __ffs(pending) - 1;
-        pending &= pending - 1u;
-        const uint32_t run = __shfl_sync(0xffffffffu, own_run, source);
-        const uint32_t start = run >> 16, length = run & 0xffffu;
-        const int64_t offset = (group + source) * kTile + start;
-        const uint16_t* entries = s.entries + offset;
-        const Acc* values = static_cast<const Acc*>(s.values) + offset;
-        for (uint32_t base = 0; base < length; base += 32 * kUnroll) {
-          uint32_t local[kUnroll];
-          Acc contribution[kUnroll];
+      run_starts[threadIdx.x] = own_run >> 16;
+      run_lengths[threadIdx.x] = own_run & 0xffffu;
+      __syncthreads();  // the batch's runs must be in place before they are scanned
+      detail_partition::exclusive_scan(run_lengths, run_firsts, blockDim.x, warp_sums);
+      __syncthreads();  // the scan must be complete before it is searched
+      const uint32_t total = run_firsts[blockDim.x];
+      for (uint32_t first = threadIdx.x * kSpan; first < total; first += blockDim.x * kSpan) {
+        int low = 0, high = blockDim.x;  // run_firsts[low] <= first < run_firsts[high]
+        while (high - low > 1) {
+          const int middle = (low + high) / 2;
+          if (run_firsts[middle] <= first) {
+            low = middle;
+          } else {
+            high = middle;
+          }
+        }
+        int run = low;
+        uint32_t local[kSpan];
+        Acc contribution[kSpan];
 #pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            const uint32_t j = base + u * 32 + lane;
-            local[u] = j < length ? uint32_t(entries[j]) : kNoEntry;
+        for (int j = 0; j < kSpan; ++j) {
+          const uint32_t v = first + j;
+          local[j] = kNoEntry;
+          contribution[j] = Acc(0);
+          if (v < total) {
+            while (v >= run_firsts[run + 1]) ++run;
+            const int64_t at = (batch + run) * kTile + run_starts[run] + (v - run_firsts[run]);
+            local[j] = s.entries[at];
             if constexpr (kCounts) {
-              contribution[u] = 1u;
+              contribution[j] = 1u;
             } else {
-              contribution[u] = j < length ? values[j] : Acc(0);
+              contribution[j] = static_cast<const Acc*>(s.values)[at];
             }
           }
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) add(local[u], contribution[u]);
         }
+#pragma unroll
+        for (int j = 0; j < kSpan; ++j) add(local[j], contribution[j]);
       }
+      __syncthreads();  // every thread is done with the batch's runs before they are replaced
     }
     if (direct) continue;  // the same for every thread of the block; the bins were not touched
     __syncthreads();  // every add of the item must land before its bins are flushed
