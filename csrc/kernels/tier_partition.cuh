@@ -28,6 +28,9 @@ namespace partition_tier {
 constexpr int64_t kTile = int64_t(kPartitionThreads) * kPartitionValuesPerThread;
 constexpr uint32_t kNoEntry = 0xffffffffu;
 static_assert(kTile <= 65535, "a run's start and length are packed as 16 bits each");
+// Kernel 3's shared memory before its bins: runs' starts, lengths, scan (with room for the total) and warp sums.
+constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64) * 4;
+static_assert(kCountScratchBytes % 16 == 0, "the bins after the scratch must stay 16-byte aligned");
 
 // One work item of kernel 3: the runs of chunk `chunk` in tiles [tile_begin, tile_end), `values` elements in all.
 struct Item {
@@ -288,11 +291,12 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
   constexpr int kSpan = 8;
-  __shared__ uint32_t run_starts[kPartitionCountThreads];
-  __shared__ uint32_t run_lengths[kPartitionCountThreads];
-  __shared__ uint32_t run_firsts[kPartitionCountThreads + 1];
-  __shared__ uint32_t warp_sums[32];
-  Acc* bins = dsmhist::detail::shared_bins<Acc>();
+  // Dynamic shared memory: the batch's runs and their scan (kCountScratchBytes), then the chunk's bins.
+  uint32_t* run_starts = dsmhist::detail::shared_bins<uint32_t>();
+  uint32_t* run_lengths = run_starts + kPartitionCountThreads;
+  uint32_t* run_firsts = run_lengths + kPartitionCountThreads;
+  uint32_t* warp_sums = run_firsts + kPartitionCountThreads + 32;
+  Acc* bins = reinterpret_cast<Acc*>(dsmhist::detail::shared_bins<unsigned char>() + kCountScratchBytes);
   const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
   const int lane = threadIdx.x & 31;
   if (blockIdx.x == 0 && threadIdx.x == 0) *s.next_item_count = 0u;
@@ -409,7 +413,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   plan->cluster_size = 1;
   plan->threads = kPartitionCountThreads;
   plan->bins_per_block = int64_t(1) << shift;
-  plan->shared_bytes = (int64_t(1) << shift) * accumulator_bytes(acc);
+  plan->shared_bytes = kCountScratchBytes + (int64_t(1) << shift) * accumulator_bytes(acc);
   return PlanStatus::kOk;
 }
 
