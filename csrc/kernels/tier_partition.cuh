@@ -345,7 +345,9 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
       detail_partition::exclusive_scan(run_lengths, run_firsts, blockDim.x, warp_sums);
       __syncthreads();  // the scan must be complete before it is searched
       const uint32_t total = run_firsts[blockDim.x];
-      for (uint32_t first = threadIdx.x * kSpan; first < total; first += blockDim.x * kSpan) {
+      // Rounds are the same for every thread (add() is warp-collective); past the end a thread adds nothing.
+      for (uint32_t round = 0; round < total; round += blockDim.x * kSpan) {
+        const uint32_t first = round + threadIdx.x * kSpan;
         int low = 0, high = blockDim.x;  // run_firsts[low] <= first < run_firsts[high]
         while (high - low > 1) {
           const int middle = (low + high) / 2;
