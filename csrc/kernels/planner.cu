@@ -38,7 +38,7 @@ const char* plan_status_message(PlanStatus status) {
 // in the table's order and the first that fits wins:
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
-//   2. partition - kPartitionAutoMinBins (measured, tuning.h) up to the tier's largest bin count;
+//   2. partition - (not pickable yet: see its row in the tier table) kPartitionAutoMinBins bins and up;
 //   3. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (measured, tuning.h),
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
 //   4. global  - everything else (and, before sm_90, everything beyond tier 1).

@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""Scratch probe of tier "partition" on the device: correctness against torch, then timings (2^28 int32)."""
+"""Tier "partition" on the device: correctness against torch (every policy, strides, batched rows, histogram_add_,
+the deterministic sum), then median ms on 2^28 int32 of each distribution beside the planner, tier global and
+torch.histc, and a per-kernel profile. Prints only (figures copied into tuning.h and NOTES.md by hand).
+
+    python benchmarks/bench_partition.py [BINS ...]
+"""
 import math
 import statistics
 import sys
