@@ -109,6 +109,9 @@ struct HistogramParams : InputDescription {
   // Cluster tiers only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;
+  // Device workspace of the planned tier (tier_workspace_bytes, kernels.h), from the caller; most tiers need none.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 
   // The histogram that row `row` adds into.
   DSMHIST_HD int64_t output_row(int64_t row) const { return output_row_stride == 0 ? 0 : row; }

@@ -71,6 +71,14 @@ struct CudaBackend {
       deterministic_scratch = at::empty({bytes / 8}, input.options().dtype(at::kLong));
       p.deterministic.sums = static_cast<unsigned long long*>(deterministic_scratch.mutable_data_ptr());
     }
+    at::Tensor workspace;  // the tier's own device memory (tier "partition"), from the caching allocator
+    int64_t workspace_bytes = 0;
+    C10_CUDA_CHECK(tier_workspace_bytes(p, request, plan, &workspace_bytes));
+    if (workspace_bytes > 0) {
+      workspace = at::empty({workspace_bytes}, input.options().dtype(at::kByte));
+      p.workspace = workspace.mutable_data_ptr();
+      p.workspace_bytes = workspace_bytes;
+    }
     C10_CUDA_CHECK(launch_histogram(p, request, plan, stream));
   }
 

@@ -61,7 +61,9 @@ enum class PlanStatus : int32_t {
   kSharedTooSmall,         // forced "shared" but the bins do not fit one block's shared memory
   kClusterUnavailable,     // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
   kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
-  kClusterSizeUnsupported  // the forced cluster size cannot be launched with this shared memory on this device
+  kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
+  kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
+  kPartitionTooFewBins      // the automatic plan leaves fewer bins to the faster tiers (never for a forced tier)
 };
 
 const char* plan_status_message(PlanStatus status);
@@ -100,6 +102,11 @@ cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request
 // The bin-edges stage (edge_bins.cu): writes the int32 flat bin of each point of p's chunk to p.out on `stream`
 // (edges_bodies.h then counts them with launch_histogram in index mode). Never synchronises with the host.
 cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream);
+
+// Bytes of device workspace the planned tier needs for the call p (0 for most tiers; tier "partition": at most
+// kPartitionWorkspaceBytes); the caller points p.workspace at that many bytes (256-byte aligned) before launching.
+cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                                 int64_t* bytes);
 
 // Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored
 // whole), or the three deterministic steps for AccKind::kFixed (fixed_point.cu). When p.device_range is set, the keys

@@ -25,8 +25,10 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
   const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
   // The shape functions of the tiers with shared-memory bins ask the kernel's occupancy, which first raises its
   // shared-memory limits (device_caps.h): that is where a kernel is configured, before its launch.
+  const TierUnit& unit = tier_unit(plan.tier);
+  if (unit.custom.launch != nullptr) return unit.custom.launch(p, ctx, plan, acc, zero_unstored_output, stream);
   LaunchShape shape;
-  cudaError_t err = tier_unit(plan.tier).shape(p, ctx, plan, acc, may_store, &shape);
+  cudaError_t err = unit.shape(p, ctx, plan, acc, may_store, &shape);
   if (err != cudaSuccess) return err;
   if (zero_unstored_output && !shape.store_rows) {
     const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
@@ -66,6 +68,20 @@ cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request
   report->threads = shape.threads;
   report->cluster_size = shape.cluster_dim > 0 ? shape.cluster_dim : 1;
   report->grid = shape.grid;
+  return cudaSuccess;
+}
+
+cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                                 int64_t* bytes) {
+  *bytes = 0;
+  const TierUnit& unit = tier_unit(plan.tier);
+  if (unit.custom.workspace_bytes == nullptr || p.elements() == 0) return cudaSuccess;
+  DeviceCaps caps;
+  const cudaError_t err = device_caps(request.device, &caps);
+  if (err != cudaSuccess) return err;
+  const KernelSet kernels = kernels_for(request.input_type, request.acc);
+  const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
+  *bytes = unit.custom.workspace_bytes(p, ctx, plan);
   return cudaSuccess;
 }
 

@@ -99,5 +99,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   return cudaSuccess;
 }
 
+// One kernel, no workspace: the common launch.
+constexpr CustomLaunch custom_launch{};
+
 }  // namespace block_private_tier
 }  // namespace dsmhist

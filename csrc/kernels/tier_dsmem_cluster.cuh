@@ -59,5 +59,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
                                shape);
 }
 
+// One kernel, no workspace: the common launch.
+constexpr CustomLaunch custom_launch{};
+
 }  // namespace dsmem_cluster_tier
 }  // namespace dsmhist

@@ -124,5 +124,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   return cudaSuccess;
 }
 
+// One kernel, no workspace: the common launch.
+constexpr CustomLaunch custom_launch{};
+
 }  // namespace global_atomic_tier
 }  // namespace dsmhist

@@ -33,6 +33,17 @@ struct LaunchShape {
   bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
 };
 
+// A tier that runs its own launches (several kernels, a workspace) instead of the one launch every other tier gets
+// (launch.cu run_planned_tier): its unit's `custom_launch`. Units with one kernel and no workspace declare an empty
+// one.
+//   launch:          runs pass `acc` of the call on `stream`, zeroing the output first when `zero_output`.
+//   workspace_bytes: the device workspace the call needs at p.workspace (allocated by the caller).
+struct CustomLaunch {
+  cudaError_t (*launch)(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
+                        bool zero_output, cudaStream_t stream) = nullptr;
+  int64_t (*workspace_bytes)(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan) = nullptr;
+};
+
 // Whether the loaded binary holds sm_90 cluster code, asked of the first cluster tier's kernel in `kernels` (every
 // kernel of a build is compiled for the same targets).
 inline bool cluster_code_of(const KernelSet& kernels, int device, const DeviceCaps& caps) {

@@ -60,5 +60,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   return detail::shape_cluster(p, ctx, plan, acc, may_store, /*readers=*/1, /*item_bins=*/plan.bins_per_block, shape);
 }
 
+// One kernel, no workspace: the common launch.
+constexpr CustomLaunch custom_launch{};
+
 }  // namespace owned_range_cluster_tier
 }  // namespace dsmhist

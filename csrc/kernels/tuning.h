@@ -38,6 +38,35 @@ constexpr int kClusterAutoMaxBlocks = 4;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
 
+// ----- Partition tier ----------------------------------------------------------------------------------------------
+
+// Tier "partition" (tier_partition.cuh): kernel 1 bins kPartitionThreads x kPartitionValuesPerThread elements per tile
+// and groups them by chunk; kernel 3 counts a chunk of kPartitionChunkBytes of bins per block, 1024 threads each
+// (one block per SM: the chunk takes more than half an SM's shared memory).
+constexpr int kPartitionThreads = 512;
+constexpr int kPartitionValuesPerThread = 16;
+constexpr int kPartitionItemThreads = 256;
+constexpr int kPartitionCountThreads = 1024;
+constexpr int64_t kPartitionChunkBytes = 128 * 1024;
+// Chunks one slice may add into: bounds kernel 1's shared memory (two 32-bit words per chunk) and the run table.
+constexpr int kPartitionMaxChunks = 1024;
+// Device workspace of one call (entries, weights, runs, items); the slice is as long as fits. The README states it.
+constexpr int64_t kPartitionWorkspaceBytes = int64_t(64) << 20;
+constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
+// A work item holds at least this many elements per bin of its chunk, so flushing the chunk costs less than the
+// adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
+constexpr int64_t kPartitionMinItemElementsPerBin = 2;
+constexpr int64_t kPartitionDirectRatio = 8;
+// Where the automatic plan would take the partition tier; the tier table keeps it out of the plan for now
+// (planner_may_pick false), because on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2^28 int32, 2026-11-22,
+// ms partition / global) it loses to the global tier on skewed data at every bin count:
+//   131072:   uniform 3.04 / 3.29, one hot 2.60 / 0.49, sorted 2.95 / 0.70
+//   1048576:  uniform 3.90 / 3.30, one hot 2.62 / 0.49, zipf 3.20 / 4.05
+//   16777216: uniform 5.73 / 15.96, normal 6.01 / 11.59, zipf 4.62 / 8.42, one hot 2.90 / 0.53, sorted 3.22 / 0.92
+// Kernel 1 (binning and grouping by chunk) takes 1.7-3.4 ms of that, 5-10x the read floor: it is bound by its
+// instructions, not by memory (benchmarks/NOTES.md).
+constexpr int64_t kPartitionAutoMinBins = 116225;
+
 // ----- Work per block ----------------------------------------------------------------------------------------------
 
 // A block (or cluster) should see at least this many elements per thread before its bins are worth zeroing and
