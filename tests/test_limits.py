@@ -298,6 +298,9 @@ def memory_cases(gen):
     ]
 
 
+PARTITION_WORKSPACE_BYTES = 64 << 20
+
+
 @cuda_only
 def test_memory_beyond_the_output_is_a_small_fixed_scratch(gen):
     for name, bins, call, output_bytes, scratch_bytes in memory_cases(gen):
@@ -310,7 +313,9 @@ def test_memory_beyond_the_output_is_a_small_fixed_scratch(gen):
                 out = call()
                 torch.cuda.synchronize()
                 extra = torch.cuda.max_memory_allocated() - before - rounded(output_bytes)
-            assert extra <= rounded(scratch_bytes), f"{name} ({tier}{size or ''}): {extra} bytes beyond the output"
+            # Tier "partition" (forced only) takes a workspace of at most 64 MiB, whatever n and bins (README).
+            allowed = rounded(scratch_bytes) + (PARTITION_WORKSPACE_BYTES if tier == "partition" else 0)
+            assert extra <= allowed, f"{name} ({tier}{size or ''}): {extra} bytes beyond the output"
             del out
 
 

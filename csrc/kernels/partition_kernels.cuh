@@ -1,0 +1,386 @@
+// The kernels of tier "partition" (tier_partition.cuh holds the unit: fit, shape, workspace and the per-slice
+// launches). Device code; no torch header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "policies.cuh"
+#include "traversal.cuh"
+
+namespace dsmhist {
+namespace partition_tier {
+
+constexpr int64_t kTile = int64_t(kPartitionThreads) * kPartitionValuesPerThread;
+constexpr uint32_t kNoEntry = 0xffffffffu;
+static_assert(kTile <= 65535, "a run's start and length are packed as 16 bits each");
+// Kernel 3's shared memory before its bins: runs' starts, lengths, scan (with room for the total) and warp sums.
+constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64) * 4;
+static_assert(kCountScratchBytes % 16 == 0, "the bins after the scratch must stay 16-byte aligned");
+
+// One work item of kernel 3: the runs of chunk `chunk` in tiles [tile_begin, tile_end), `values` elements in all.
+struct Item {
+  uint32_t chunk;
+  uint32_t tile_begin;
+  uint32_t tile_end;
+  uint32_t first_value;  // elements of the chunk in the tiles before tile_begin (build_items only)
+  uint32_t values;
+};
+
+// One slice: elements [element_begin, element_begin + elements) in row-major order of the call's rows, adding into
+// flat bins (output row * bins + bin) [flat_base, flat_base + chunks << chunk_shift).
+struct Slice {
+  int64_t element_begin = 0;
+  int64_t elements = 0;
+  int64_t flat_base = 0;
+  int32_t chunks = 0;
+  int32_t chunk_shift = 0;
+  int64_t tiles = 0;
+  uint16_t* entries = nullptr;     // [tiles][kTile]: bin within the chunk, grouped by chunk within each tile
+  void* values = nullptr;          // [tiles][kTile]: each entry's contribution (weighted policies only)
+  uint32_t* runs = nullptr;        // [chunks][tiles]: (start << 16) | length of the chunk's run in the tile
+  Item* items = nullptr;
+  uint32_t* item_count = nullptr;  // this slice's, zeroed before kernel 2
+  uint32_t* next_item_count = nullptr;  // the next slice's, zeroed by kernel 3 (nobody reads it until then)
+  int64_t item_values = 0;
+};
+
+namespace detail_partition {
+
+// Where element `e` (row-major over the call's rows) lies in input and weight, and its output row.
+__device__ __forceinline__ void locate(const HistogramParams& p, int64_t e, int64_t* input_offset,
+                                       int64_t* weight_offset, int64_t* output_row) {
+  if (p.rows == 1) {
+    *input_offset = e * p.inner_input_stride;
+    *weight_offset = e * p.inner_weight_stride;
+    *output_row = 0;
+    return;
+  }
+  const int64_t row = e / p.row_length;
+  const int64_t column = e - row * p.row_length;
+  int64_t row_input = 0, row_weight = 0;
+  if (p.layout.ndim > 0) p.layout.offsets(row, &row_input, &row_weight);
+  *input_offset = row_input + column * p.inner_input_stride;
+  *weight_offset = row_weight + column * p.inner_weight_stride;
+  *output_row = p.output_row(row);
+}
+
+// Exclusive prefix sums of in[0, n) into out[0, n], out[n] = the total; n <= kPartitionMaxChunks. Every thread of
+// the block calls it; `warp_sums` holds 32 entries. The caller syncs before reading out.
+__device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out, int n, uint32_t* warp_sums) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int per_thread = (n + blockDim.x - 1) / blockDim.x;
+  const int first = threadIdx.x * per_thread;
+  uint32_t own = 0;
+  for (int j = 0; j < per_thread; ++j) own += first + j < n ? in[first + j] : 0u;
+  uint32_t inclusive = own;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const uint32_t below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += below;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();  // every warp's total must be in place before warp 0 scans them
+  if (warp == 0) {
+    const uint32_t total = lane < warps ? warp_sums[lane] : 0u;
+    uint32_t scanned = total;
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const uint32_t below = __shfl_up_sync(0xffffffffu, scanned, offset);
+      if (lane >= offset) scanned += below;
+    }
+    __syncwarp();
+    if (lane < warps) warp_sums[lane] = scanned - total;
+  }
+  __syncthreads();  // the warps' offsets must be in place before any thread uses its own
+  uint32_t running = warp_sums[warp] + inclusive - own;
+  for (int j = 0; j < per_thread; ++j) {
+    if (first + j < n) {
+      out[first + j] = running;
+      running += in[first + j];
+    }
+  }
+  if (threadIdx.x == blockDim.x - 1) out[n] = running;
+}
+
+}  // namespace detail_partition
+
+// Kernel 1: the tier's kernel of the tier table (per input type and policy).
+template <typename T, typename Policy>
+__global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramParams p, const Slice s) {
+  using Acc = typename Policy::Acc;
+  constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
+  constexpr int kPer = kPartitionValuesPerThread;
+  uint32_t* chunk_fill = dsmhist::detail::shared_bins<uint32_t>();
+  uint32_t* chunk_start = chunk_fill + kPartitionMaxChunks;
+  uint32_t* warp_sums = chunk_start + kPartitionMaxChunks + 32;
+  uint16_t* staged = reinterpret_cast<uint16_t*>(warp_sums + 32);
+  Acc* staged_values = reinterpret_cast<Acc*>(staged + kTile);
+  const T* input = static_cast<const T*>(p.input);
+  const Binner<T> binner(p);
+  const int lane = threadIdx.x & 31;
+  const uint32_t lanes_below = (1u << lane) - 1u;
+  const uint32_t local_mask = (1u << s.chunk_shift) - 1u;
+
+  for (int64_t tile = blockIdx.x; tile < s.tiles; tile += gridDim.x) {
+    for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
+    __syncthreads();  // every fill must be zero before any thread counts into it
+
+    const int64_t tile_first = tile * kTile;
+    // All loads first, so kPer of them are in flight; where an element lies is recomputed below rather than kept
+    // (two 64-bit offsets per element would halve the resident threads).
+    T value[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
+      if (i < s.elements) {
+        int64_t input_offset, weight_offset, output_row;
+        detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
+        value[k] = input[input_offset];
+      }
+    }
+    uint32_t key[kPer];  // (chunk << 16) | bin within the chunk; kNoEntry: dropped
+    uint32_t rank[kPer];
+    Acc add[kCounts ? 1 : kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      key[k] = kNoEntry;
+      const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
+      if (i < s.elements) {
+        const int64_t bin = binner(value[k]);
+        if (bin >= 0) {
+          int64_t input_offset, weight_offset, output_row;
+          detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
+          const int64_t flat = output_row * p.bins + bin;
+          const Acc contribution = Policy::contribution(p, flat, weight_offset);
+          if (contribution != Acc(0)) {
+            const uint32_t relative = static_cast<uint32_t>(flat - s.flat_base);
+            key[k] = ((relative >> s.chunk_shift) << 16) | (relative & local_mask);
+            if constexpr (!kCounts) add[k] = contribution;
+          }
+        }
+      }
+      // The lanes of one chunk take consecutive places with one shared-memory atomic (a hot chunk would serialise
+      // 32 atomics on one address).
+      const uint32_t chunk = key[k] >> 16;
+      const uint32_t peers = __match_any_sync(0xffffffffu, chunk);
+      const int leader = __ffs(peers) - 1;
+      uint32_t base = 0;
+      if (lane == leader && key[k] != kNoEntry) base = atomicAdd(chunk_fill + chunk, __popc(peers));
+      base = __shfl_sync(0xffffffffu, base, leader);
+      rank[k] = base + __popc(peers & lanes_below);
+    }
+    __syncthreads();  // every element must have its place before the fills are summed
+    detail_partition::exclusive_scan(chunk_fill, chunk_start, s.chunks, warp_sums);
+    __syncthreads();  // the chunks' starts must be complete before elements are placed by them
+    for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) {
+      s.runs[int64_t(c) * s.tiles + tile] = (chunk_start[c] << 16) | chunk_fill[c];
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (key[k] != kNoEntry) {
+        const uint32_t place = chunk_start[key[k] >> 16] + rank[k];
+        staged[place] = static_cast<uint16_t>(key[k] & 0xffffu);
+        if constexpr (!kCounts) staged_values[place] = add[k];
+      }
+    }
+    __syncthreads();  // the staged tile must be complete before it is copied out
+    const uint32_t total = chunk_start[s.chunks];
+    const int64_t entry_vectors = (int64_t(total) * 2 + 15) / 16;
+    uint4* entries_out = reinterpret_cast<uint4*>(s.entries + tile_first);
+    for (int64_t v = threadIdx.x; v < entry_vectors; v += blockDim.x) {
+      entries_out[v] = reinterpret_cast<const uint4*>(staged)[v];
+    }
+    if constexpr (!kCounts) {
+      const int64_t value_vectors = (int64_t(total) * sizeof(Acc) + 15) / 16;
+      uint4* values_out = reinterpret_cast<uint4*>(static_cast<Acc*>(s.values) + tile_first);
+      for (int64_t v = threadIdx.x; v < value_vectors; v += blockDim.x) {
+        values_out[v] = reinterpret_cast<const uint4*>(staged_values)[v];
+      }
+    }
+    __syncthreads();  // the next tile reuses the fills, the starts and the staging
+  }
+}
+
+// Kernel 2: one block per chunk. An item is a range of tiles whose runs of the chunk add up to about item_values
+// elements: tile t belongs to item floor(elements of the chunk before t / item_values).
+template <typename Policy>
+__global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(const Slice s) {
+  __shared__ uint32_t warp_sums[32];
+  __shared__ uint32_t lengths[kPartitionItemThreads + 1];
+  __shared__ uint32_t starts[kPartitionItemThreads + 1];
+  __shared__ uint32_t chunk_total, first_item, carried;
+  const uint32_t chunk = blockIdx.x;
+  const uint32_t* runs = s.runs + int64_t(chunk) * s.tiles;
+  const uint32_t per_item = static_cast<uint32_t>(s.item_values);
+
+  if (threadIdx.x == 0) chunk_total = 0u;
+  __syncthreads();  // the total must be zero before any thread adds to it
+  uint32_t own = 0;
+  for (int64_t t = threadIdx.x; t < s.tiles; t += blockDim.x) own += runs[t] & 0xffffu;
+  if (own != 0u) atomicAdd(&chunk_total, own);
+  __syncthreads();  // the chunk's total must be complete before items are counted from it
+  const uint32_t total = chunk_total;
+  const uint32_t items = (total + per_item - 1) / per_item;
+  if (threadIdx.x == 0) {
+    first_item = items == 0 ? 0u : atomicAdd(s.item_count, items);
+    carried = 0u;
+  }
+  __syncthreads();  // every thread needs the chunk's first item
+  if (items == 0) return;
+  Item* out = s.items + first_item;
+
+  for (int64_t batch = 0; batch < s.tiles; batch += blockDim.x) {
+    const int64_t t = batch + threadIdx.x;
+    lengths[threadIdx.x] = t < s.tiles ? (runs[t] & 0xffffu) : 0u;
+    __syncthreads();  // the batch's lengths must be in place before they are scanned
+    detail_partition::exclusive_scan(lengths, starts, blockDim.x, warp_sums);
+    __syncthreads();  // the scan must be complete before it is read
+    if (t < s.tiles) {
+      const uint32_t before = carried + starts[threadIdx.x];
+      const int64_t item = before / per_item;
+      // The item of tile t - 1: the chunk's elements before it are `before` less tile t - 1's length.
+      const uint32_t before_previous =
+          t == 0 ? 0u : before - (threadIdx.x > 0 ? lengths[threadIdx.x - 1] : lengths[kPartitionItemThreads]);
+      const int64_t previous_item = t == 0 ? -1 : int64_t(before_previous / per_item);
+      // Items previous_item + 1 .. item start at tile t (those strictly between are empty).
+      for (int64_t i = previous_item + 1; i <= item && i < items; ++i) {
+        out[i].chunk = chunk;
+        out[i].tile_begin = static_cast<uint32_t>(t);
+        out[i].first_value = before;
+      }
+      if (t == s.tiles - 1) {
+        // Items past the last tile's (a run longer than item_values at the end) are empty.
+        for (int64_t i = item + 1; i < items; ++i) {
+          out[i].chunk = chunk;
+          out[i].tile_begin = static_cast<uint32_t>(s.tiles);
+          out[i].first_value = total;
+        }
+      }
+    }
+    __syncthreads();  // every thread has read the batch's lengths and starts before they are replaced
+    if (threadIdx.x == 0) {
+      lengths[kPartitionItemThreads] = lengths[blockDim.x - 1];  // the last length, for the next batch's first tile
+      carried += starts[blockDim.x];
+    }
+    __syncthreads();  // the carried count must be updated before the next batch reads it
+  }
+  // Item i ends where item i + 1 begins; item starts were written by other threads of this block above.
+  for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) {
+    const bool last = i + 1 == items;
+    out[i].tile_end = last ? static_cast<uint32_t>(s.tiles) : out[i + 1].tile_begin;
+    out[i].values = (last ? total : out[i + 1].first_value) - out[i].first_value;
+  }
+}
+
+// Kernel 3: a persistent grid over the items; chunk bins in shared memory (Policy's accumulator).
+template <typename Policy>
+__global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const HistogramParams p, const Slice s) {
+  using Acc = typename Policy::Acc;
+  constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
+  constexpr int kSpan = 8;
+  // Dynamic shared memory: the batch's runs and their scan (kCountScratchBytes), then the chunk's bins.
+  uint32_t* run_starts = dsmhist::detail::shared_bins<uint32_t>();
+  uint32_t* run_lengths = run_starts + kPartitionCountThreads;
+  uint32_t* run_firsts = run_lengths + kPartitionCountThreads;
+  uint32_t* warp_sums = run_firsts + kPartitionCountThreads + 32;
+  Acc* bins = reinterpret_cast<Acc*>(dsmhist::detail::shared_bins<unsigned char>() + kCountScratchBytes);
+  const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
+  const int lane = threadIdx.x & 31;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *s.next_item_count = 0u;
+  dsmhist::detail::zero_bins(bins, chunk_bins);
+  __syncthreads();  // every bin must be zero before any thread counts into it
+  const uint32_t items = *s.item_count;
+
+  for (uint32_t index = blockIdx.x; index < items; index += gridDim.x) {
+    const Item item = s.items[index];
+    if (item.values == 0u) continue;  // the same for every thread of the block
+    const int64_t flat_first = s.flat_base + (int64_t(item.chunk) << s.chunk_shift);
+    // Few elements do not pay for a pass over the chunk's bins: they go straight to the output.
+    const bool direct = int64_t(item.values) * kPartitionDirectRatio < chunk_bins;
+    const uint32_t* runs = s.runs + int64_t(item.chunk) * s.tiles;
+    auto add = [&](uint32_t local, Acc contribution) {
+      if constexpr (kCounts) {
+        // A warp whose elements all fall in one bin (one hot bin, sorted data) adds once.
+        const uint32_t first = __shfl_sync(0xffffffffu, local, 0);
+        if (__all_sync(0xffffffffu, local == first)) {
+          if (lane == 0 && first != kNoEntry) {
+            if (direct) {
+              Policy::add_global(p, flat_first + first, 32u);
+            } else {
+              atomicAdd(bins + first, 32u);
+            }
+          }
+          return;
+        }
+      }
+      if (local == kNoEntry) return;
+      if (direct) {
+        Policy::add_global(p, flat_first + local, contribution);
+      } else {
+        Policy::add_shared(bins + local, contribution);
+      }
+    };
+    // The item's runs, up to one tile per thread at a time, laid end to end: thread i takes kSpan consecutive
+    // entries of that sequence per round, so every thread has work whether the runs are long (few chunks, a hot
+    // chunk) or a few entries each (many chunks).
+    for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
+      const int64_t own_tile = batch + threadIdx.x;
+      const uint32_t own_run = own_tile < item.tile_end ? runs[own_tile] : 0u;
+      run_starts[threadIdx.x] = own_run >> 16;
+      run_lengths[threadIdx.x] = own_run & 0xffffu;
+      __syncthreads();  // the batch's runs must be in place before they are scanned
+      detail_partition::exclusive_scan(run_lengths, run_firsts, blockDim.x, warp_sums);
+      __syncthreads();  // the scan must be complete before it is searched
+      const uint32_t total = run_firsts[blockDim.x];
+      // Rounds are the same for every thread (add() is warp-collective); past the end a thread adds nothing.
+      for (uint32_t round = 0; round < total; round += blockDim.x * kSpan) {
+        const uint32_t first = round + threadIdx.x * kSpan;
+        int low = 0, high = blockDim.x;  // run_firsts[low] <= first < run_firsts[high]
+        while (high - low > 1) {
+          const int middle = (low + high) / 2;
+          if (run_firsts[middle] <= first) {
+            low = middle;
+          } else {
+            high = middle;
+          }
+        }
+        int run = low;
+        uint32_t local[kSpan];
+        Acc contribution[kSpan];
+#pragma unroll
+        for (int j = 0; j < kSpan; ++j) {
+          const uint32_t v = first + j;
+          local[j] = kNoEntry;
+          contribution[j] = Acc(0);
+          if (v < total) {
+            while (v >= run_firsts[run + 1]) ++run;
+            const int64_t at = (batch + run) * kTile + run_starts[run] + (v - run_firsts[run]);
+            local[j] = s.entries[at];
+            if constexpr (kCounts) {
+              contribution[j] = 1u;
+            } else {
+              contribution[j] = static_cast<const Acc*>(s.values)[at];
+            }
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kSpan; ++j) add(local[j], contribution[j]);
+      }
+      __syncthreads();  // every thread is done with the batch's runs before they are replaced
+    }
+    if (direct) continue;  // the same for every thread of the block; the bins were not touched
+    __syncthreads();  // every add of the item must land before its bins are flushed
+    for (int64_t i = threadIdx.x; i < chunk_bins; i += blockDim.x) {
+      const Acc total = bins[i];
+      if (total != Acc(0)) {
+        bins[i] = Acc(0);
+        Policy::add_global(p, flat_first + i, total);
+      }
+    }
+    __syncthreads();  // the bins must be zero again before the next item counts into them
+  }
+}
+
+}  // namespace partition_tier
+}  // namespace dsmhist
