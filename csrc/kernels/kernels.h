@@ -62,8 +62,7 @@ enum class PlanStatus : int32_t {
   kClusterUnavailable,     // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
   kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
   kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
-  kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
-  kPartitionTooFewBins      // the automatic plan leaves fewer bins to the faster tiers (never for a forced tier)
+  kPartitionTooManyBins     // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
 };
 
 const char* plan_status_message(PlanStatus status);

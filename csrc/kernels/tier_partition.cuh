@@ -36,10 +36,9 @@ inline int chunk_shift_for(AccKind acc) {
 // The most bins per row the tier takes: a slice's bins, one chunk of misalignment included, fit kPartitionMaxChunks.
 inline int64_t max_bins(AccKind acc) { return (int64_t(kPartitionMaxChunks) - 1) << chunk_shift_for(acc); }
 
-inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
+inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
   const AccKind acc = ctx.request.acc;
   if (ctx.request.bins > max_bins(acc)) return PlanStatus::kPartitionTooManyBins;
-  if (automatic && ctx.request.bins < kPartitionAutoMinBins) return PlanStatus::kPartitionTooFewBins;
   const int shift = chunk_shift_for(acc);
   plan->tier = Tier::kPartition;
   plan->cluster_size = 1;
@@ -194,8 +193,7 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
   const void* count = nullptr;
   slice_kernels(acc, &build_items, &count);
   // The deterministic sum's first pass runs other kernels than the plan's accumulator names: raise their limits too.
-  int count_per_sm = 1;
-  err = blocks_per_sm(count, ctx.request.device, ctx.caps, kPartitionCountThreads, plan.shared_bytes, &count_per_sm);
+  err = configure_kernel(count, ctx.request.device, ctx.caps, /*is_cluster_kernel=*/false);
   if (err != cudaSuccess) return err;
   const int64_t value_bytes = acc == AccKind::kCount ? 0 : accumulator_bytes(acc);
   const int64_t partition_shared = partition_shared_bytes(value_bytes);

@@ -57,15 +57,13 @@ constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
 // adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
 constexpr int64_t kPartitionMinItemElementsPerBin = 2;
 constexpr int64_t kPartitionDirectRatio = 8;
-// Where the automatic plan would take the partition tier; the tier table keeps it out of the plan for now
-// (planner_may_pick false), because on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2^28 int32, 2026-11-22,
+// The automatic plan does not take the partition tier yet (planner_may_pick false in the tier table), because on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2^28 int32, 2026-11-22,
 // ms partition / global) it loses to the global tier on skewed data at every bin count:
 //   131072:   uniform 3.04 / 3.29, one hot 2.60 / 0.49, sorted 2.95 / 0.70
 //   1048576:  uniform 3.90 / 3.30, one hot 2.62 / 0.49, zipf 3.20 / 4.05
 //   16777216: uniform 5.73 / 15.96, normal 6.01 / 11.59, zipf 4.62 / 8.42, one hot 2.90 / 0.53, sorted 3.22 / 0.92
 // Kernel 1 (binning and grouping by chunk) takes 1.7-3.4 ms of that, 5-10x the read floor: it is bound by its
-// instructions, not by memory (benchmarks/NOTES.md).
-constexpr int64_t kPartitionAutoMinBins = 116225;
+// instructions, not by memory (benchmarks/NOTES.md). A threshold comes with the measurement that makes it pickable.
 
 // ----- Work per block ----------------------------------------------------------------------------------------------
 
