@@ -53,22 +53,34 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
                           static_cast<size_t>(plan.shared_bytes), stream);
 }
 
+namespace {
+
+// Calls ask(ctx) with the context the request's tier is asked in at launch (the device, the request's kernels):
+// what plan() and the caller's workspace allocation learn from a tier without launching it.
+template <typename Ask>
+cudaError_t ask_planned_tier(const PlanRequest& request, Ask&& ask) {
+  DeviceCaps caps;
+  const cudaError_t err = device_caps(request.device, &caps);
+  if (err != cudaSuccess) return err;
+  const KernelSet kernels = kernels_for(request.input_type, request.acc);
+  return ask(TierContext{request, caps, kernels, cluster_code_of(kernels, request.device, caps)});
+}
+
+}  // namespace
+
 cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                             LaunchReport* report) {
   *report = LaunchReport{};
   if (p.elements() == 0) return cudaSuccess;
-  DeviceCaps caps;
-  cudaError_t err = device_caps(request.device, &caps);
-  if (err != cudaSuccess) return err;
-  const KernelSet kernels = kernels_for(request.input_type, request.acc);
-  const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
-  LaunchShape shape;
-  err = tier_unit(plan.tier).shape(p, ctx, plan, request.acc, /*may_store=*/true, &shape);
-  if (err != cudaSuccess) return err;
-  report->threads = shape.threads;
-  report->cluster_size = shape.cluster_dim > 0 ? shape.cluster_dim : 1;
-  report->grid = shape.grid;
-  return cudaSuccess;
+  return ask_planned_tier(request, [&](const TierContext& ctx) {
+    LaunchShape shape;
+    const cudaError_t err = tier_unit(plan.tier).shape(p, ctx, plan, request.acc, /*may_store=*/true, &shape);
+    if (err != cudaSuccess) return err;
+    report->threads = shape.threads;
+    report->cluster_size = shape.cluster_dim > 0 ? shape.cluster_dim : 1;
+    report->grid = shape.grid;
+    return cudaSuccess;
+  });
 }
 
 cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
@@ -76,13 +88,10 @@ cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& re
   *bytes = 0;
   const TierUnit& unit = tier_unit(plan.tier);
   if (unit.custom.workspace_bytes == nullptr || p.elements() == 0) return cudaSuccess;
-  DeviceCaps caps;
-  const cudaError_t err = device_caps(request.device, &caps);
-  if (err != cudaSuccess) return err;
-  const KernelSet kernels = kernels_for(request.input_type, request.acc);
-  const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
-  *bytes = unit.custom.workspace_bytes(p, ctx, plan);
-  return cudaSuccess;
+  return ask_planned_tier(request, [&](const TierContext& ctx) {
+    *bytes = unit.custom.workspace_bytes(p, ctx, plan);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
