@@ -5,7 +5,6 @@ torch.histc, and a per-kernel profile. Prints only (figures copied into tuning.h
 
     python benchmarks/bench_partition.py [BINS ...]
 """
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import make_values, torch_dsmhist  # noqa: E402
+from benchlib import make_values, median_event_ms, torch_dsmhist  # noqa: E402
 
 
 def main() -> int:
@@ -87,15 +86,8 @@ def main() -> int:
             check(f"batched {bins}", forced("partition", lambda: torch_dsmhist.batched_histogram(xb, bins)), refb)
     print(f"correctness: {fails} failures ({time.time() - t0:.0f} s)", flush=True)
 
-
     def event_ms(fn, runs):
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-        fn()
-        for s, e in ev:
-            s.record(); fn(); e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in ev)
-
+        return median_event_ms(fn, 1, runs)
 
     n = 2 ** 28
     print("bins dist | partition auto global histc  (ms, 2^28 int32)", flush=True)
