@@ -24,8 +24,8 @@ _TORCH_TYPE_NAMES = {torch.float16: "Half", torch.bfloat16: "BFloat16", torch.ui
 def _linspace_on_device(lo: torch.Tensor, hi: torch.Tensor, steps: int, dtype: torch.dtype) -> torch.Tensor:
     """``torch.linspace(lo, hi, steps, dtype=dtype)`` as torch's CPU kernel computes it, from 0-d float64 tensors
     ``lo``, ``hi`` on any device, without reading them back: ``step = (hi - lo) / (steps - 1)`` in ``dtype``, the
-    first half ``fma(step, i, lo)``, the second ``fma(-step, steps - 1 - i, hi)`` (float32 and float64; checked
-    against torch.linspace by the tests)."""
+    first half ``fma(step, i, lo)``, the second ``fma(-step, steps - 1 - i, hi)`` (float32 and float64; equal to
+    torch.linspace on the CPU, checked by the tests; on CUDA not always, see the README's drop-in table)."""
     start, end = lo.to(dtype), hi.to(dtype)
     step = (end - start) / max(steps - 1, 1)
     index = torch.arange(steps, dtype=dtype, device=lo.device)
@@ -39,9 +39,9 @@ def _fmt(value: float) -> str:
 
 
 def _outer_edges(fn: str, points: torch.Tensor, dims: int, range: Optional[Sequence[float]]):
-    """torch's outer edges per dim as 0-d float64 tensors on the input's device: ``range``, else the data's min
-    and max (read back once, only to raise torch's error when one is not finite), else [0, 1]; a zero-width range
-    widened by 0.5 each way."""
+    """torch's outer edges per dim as float64 tensors: ``range`` (on the host), else the data's min and max (on the
+    input's device, read back once, only to raise torch's error when one is not finite), else [0, 1]; a zero-width
+    range widened by 0.5 each way."""
     device = points.device
     if range is not None:
         values = [float(v) for v in range]
@@ -71,7 +71,8 @@ def _outer_edges(fn: str, points: torch.Tensor, dims: int, range: Optional[Seque
                                    f"max {_fmt(hi_host[d])} for dimension {d}")
     same = lo == hi
     lo, hi = torch.where(same, lo - 0.5, lo), torch.where(same, hi + 0.5, hi)
-    return lo.to(device), hi.to(device)
+    # A given range stays on the host: its edges do not depend on the data (_edges_for_counts).
+    return (lo, hi) if range is not None else (lo.to(device), hi.to(device))
 
 
 def _edges_for_counts(fn: str, points: torch.Tensor, counts: List[int], range) -> List[torch.Tensor]:
@@ -81,10 +82,12 @@ def _edges_for_counts(fn: str, points: torch.Tensor, counts: List[int], range) -
     lo, hi = _outer_edges(fn, points, len(counts), range)
     edges = []
     for d, count in enumerate(counts):
-        if points.dtype in (torch.float32, torch.float64):
-            edges.append(_linspace_on_device(lo[d], hi[d], count + 1, points.dtype))
-        else:  # 16-bit edges (only with a given range): torch's CPU linspace, then copied to the device
+        if range is not None:
+            # Known on the host: torch's own CPU linspace, copied to the device (no wait for the device), so the
+            # edges are torch's bit for bit on every device and dtype.
             edges.append(torch.linspace(float(lo[d]), float(hi[d]), count + 1, dtype=points.dtype).to(points.device))
+        else:  # float32 / float64 only (torch refuses 16-bit input without a range): on the device, no read-back
+            edges.append(_linspace_on_device(lo[d], hi[d], count + 1, points.dtype))
     return edges
 
 
@@ -152,8 +155,9 @@ def histogram(input: torch.Tensor, bins: Union[int, torch.Tensor], *, range: Opt
     """Drop-in for :func:`torch.histogram`: ``(hist, bin_edges)`` as ``torch.return_types.histogram``, with torch's
     values, dtypes and exception classes, on the CPU and on CUDA (where torch has no implementation).
 
-    ``bins`` an int: equal-width edges over ``range`` or the data's min and max, computed on the input's device with
-    torch's linspace arithmetic; a data-derived range reads back one flag (torch raises for a non-finite range, which
+    ``bins`` an int: equal-width edges over ``range`` (torch's own CPU linspace, copied to the input's device) or the
+    data's min and max (computed on the input's device; on CUDA they can differ from torch's in the last bits, a
+    known defect); a data-derived range reads back one flag (torch raises for a non-finite range, which
     needs the host to know it): the only host sync. ``bins`` a tensor: its values are the edges (sorted; unsorted edges
     raise ValueError on the CPU, where torch gives its binary search's counts). float16 / bfloat16 need a tensor
     ``bins`` or a ``range``, as in torch. Counts are exact, rounded once to the input's dtype.
