@@ -1,6 +1,6 @@
 """Run sanitize_tiers.py under every compute-sanitizer tool and print one summary (needs a CUDA GPU).
 
-    python tools/run_sanitizers.py [--tools memcheck,racecheck,synccheck,initcheck] [--log-dir DIR]
+    python tools/run_sanitizers.py [--tools memcheck,racecheck,synccheck,initcheck] [--log-dir DIR] [--cases REGEX]
 
 The four tools run at once (one process each); a tool is clean when compute-sanitizer reports 0 errors and every
 case of sanitize_tiers.py matched its reference. Exits non-zero unless all are clean.
@@ -22,12 +22,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--log-dir", type=Path, default=None, help="keep each tool's full output here")
+    parser.add_argument("--cases", default="", help="a regular expression: run only the cases whose name matches")
     args = parser.parse_args()
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")  # every allocation visible to memcheck / initcheck
+    env["DSMHIST_SANITIZE_CASES"] = args.cases
     started = time.time()
     runs = {}
     for tool in args.tools.split(","):
-        command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "3", sys.executable, "sanitize_tiers.py"]
+        # Only the project's kernels are instrumented (torch's own would make racecheck take many minutes).
+        command = ["compute-sanitizer", "--tool", tool, "--kernel-name", "kns=dsmhist", "--error-exitcode", "3",
+                   sys.executable, "sanitize_tiers.py"]
         runs[tool] = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True)
     clean = 0

@@ -6,6 +6,8 @@ Each case is checked against the reference too; the exit status is non-zero if a
 """
 
 import itertools
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -119,6 +121,29 @@ def bin_index_cases(gen: torch.Generator):
            torch.ops.dsmhist._bin_indices(base[5:].cpu(), 300, range_keys=keys.cpu()))
 
 
+def edges_cases(gen: torch.Generator):
+    """The edges stage (histogram_edges, histogramdd): misaligned, strided, NaN, clamp and weighted calls, edges from
+    a few bins up to more than the shared-memory lookup table holds; checked against the CPU implementation."""
+    values = make_range_values(20011, -1.0, 1.0, torch.float32, "uniform", gen)
+    values[::97] = float("nan")
+    weights = torch.rand(20011, generator=gen, dtype=torch.float64)
+    for bins in (3, 1000, 9000):
+        edges = torch.sort(torch.rand(bins + 1, generator=gen) * 1.6 - 0.8).values
+        calls = [("offset 3", values[3:], {}), ("strided", values[::5], dict(out_of_range="clamp")),
+                 ("fp64-weighted", values[1:], dict(weight=weights[1:]))]
+        for what, data, kwargs in calls:
+            cuda_kwargs = {k: v.cuda() for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+            cuda_kwargs.update({k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)})
+            yield (f"auto histogram_edges bins={bins} {what}", "auto", None,
+                   lambda d=data.cuda(), e=edges.cuda(), k=cuda_kwargs: torch_dsmhist.histogram_edges(d, e, **k),
+                   torch_dsmhist.histogram_edges(data, edges, **kwargs))
+    points = make_range_values(3 * 7001, -1.0, 1.0, torch.float32, "uniform", gen).view(7001, 3)
+    grid = [torch.sort(torch.rand(n + 1, generator=gen) * 2 - 1).values for n in (5, 64, 200)]
+    yield ("auto histogramdd 5x64x200 strided points", "auto", None,
+           lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
+           torch_dsmhist.histogramdd(points[1:, :], grid))
+
+
 def deterministic(call):
     torch.use_deterministic_algorithms(True)
     try:
@@ -131,7 +156,10 @@ def main() -> int:
     gen = torch.Generator().manual_seed(1234)
     failures = 0
     count = 0
-    for name, tier, size, call, expected in itertools.chain(cases(gen), boundary_cases(gen), bin_index_cases(gen)):
+    for name, tier, size, call, expected in itertools.chain(cases(gen), boundary_cases(gen), bin_index_cases(gen),
+                                                          edges_cases(gen)):
+        if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
+            continue
         with torch_dsmhist.force_tier(tier, size):
             out = call().cpu()
         tolerance = 1e-5 if out.dtype == torch.float32 else 1e-9

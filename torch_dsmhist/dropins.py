@@ -7,6 +7,7 @@ torch's rules are restated from its source (``aten/src/ATen/native/Histogram.cpp
 ``cpu/RangeFactoriesKernel.cpp``).
 """
 
+import math
 import numbers
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -21,58 +22,34 @@ _TORCH_TYPE_NAMES = {torch.float16: "Half", torch.bfloat16: "BFloat16", torch.ui
                      torch.int16: "Short", torch.int32: "Int", torch.int64: "Long", torch.bool: "Bool"}
 
 
-def _linspace_on_device(lo: torch.Tensor, hi: torch.Tensor, steps: int, dtype: torch.dtype) -> torch.Tensor:
-    """``torch.linspace(lo, hi, steps, dtype=dtype)`` as torch's CPU kernel computes it, from 0-d float64 tensors
-    ``lo``, ``hi`` on any device, without reading them back: ``step = (hi - lo) / (steps - 1)`` in ``dtype``, the
-    first half ``fma(step, i, lo)``, the second ``fma(-step, steps - 1 - i, hi)`` (float32 and float64; equal to
-    torch.linspace on the CPU, checked by the tests; on CUDA not always, see the README's drop-in table)."""
-    start, end = lo.to(dtype), hi.to(dtype)
-    step = (end - start) / max(steps - 1, 1)
-    index = torch.arange(steps, dtype=dtype, device=lo.device)
-    low = torch.addcmul(start.expand(steps), step.expand(steps), index)
-    high = torch.addcmul(end.expand(steps), -step.expand(steps), (steps - 1) - index)
-    return torch.where(torch.arange(steps, device=lo.device) < steps // 2, low, high)
-
-
 def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
 def _outer_edges(fn: str, points: torch.Tensor, dims: int, range: Optional[Sequence[float]]):
-    """torch's outer edges per dim as float64 tensors: ``range`` (on the host), else the data's min and max (on the
-    input's device, read back once, only to raise torch's error when one is not finite), else [0, 1]; a zero-width
-    range widened by 0.5 each way."""
-    device = points.device
+    """torch's outer edges per dim as two lists of Python floats: ``range``, else the data's min and max (computed on
+    the input's device and read back: the one host sync of these drop-ins, forced by torch's semantics, which raise
+    for a non-finite range), else [0, 1]; a zero-width range widened by 0.5 each way, in float64 as torch does."""
     if range is not None:
         values = [float(v) for v in range]
         if len(values) != 2 * dims:
             raise RuntimeError(f"torch.histogramdd: for a {dims}-dimensional histogram range should have {2 * dims} "
                                f"elements, but got {len(values)}")
-        lo = torch.tensor(values[0::2], dtype=torch.float64)
-        hi = torch.tensor(values[1::2], dtype=torch.float64)
+        lo, hi = values[0::2], values[1::2]
     elif points.numel() > 0:
         if points.dtype not in (torch.float32, torch.float64):
             raise NotImplementedError(f'"histogramdd" not implemented for \'{_TORCH_TYPE_NAMES[points.dtype]}\'')
-        lo, hi = (t.double() for t in torch.aminmax(points, dim=0))
+        lo, hi = torch.stack(torch.aminmax(points, dim=0)).double().cpu().tolist()
     else:
-        lo, hi = torch.zeros(dims, dtype=torch.float64), torch.ones(dims, dtype=torch.float64)
-    finite = torch.isfinite(lo) & torch.isfinite(hi)
-    ordered = lo <= hi
-    # The one host sync of a data-derived range: torch raises for a non-finite range (NaN or inf in the input).
-    if not bool(torch.all(finite & ordered)):
-        lo_host, hi_host = lo.cpu().tolist(), hi.cpu().tolist()
-        for d in builtins_range(dims):
-            if not (lo_host[d] == lo_host[d] and abs(lo_host[d]) != float("inf")
-                    and hi_host[d] == hi_host[d] and abs(hi_host[d]) != float("inf")):
-                raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{_fmt(lo_host[d])}, "
-                                   f"{_fmt(hi_host[d])}] is not finite")
-            if not lo_host[d] <= hi_host[d]:
-                raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {_fmt(lo_host[d])} "
-                                   f"max {_fmt(hi_host[d])} for dimension {d}")
-    same = lo == hi
-    lo, hi = torch.where(same, lo - 0.5, lo), torch.where(same, hi + 0.5, hi)
-    # A given range stays on the host: its edges do not depend on the data (_edges_for_counts).
-    return (lo, hi) if range is not None else (lo.to(device), hi.to(device))
+        lo, hi = [0.0] * dims, [1.0] * dims
+    for d in builtins_range(dims):
+        if not (math.isfinite(lo[d]) and math.isfinite(hi[d])):
+            raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{_fmt(lo[d])}, {_fmt(hi[d])}] is not finite")
+        if not lo[d] <= hi[d]:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {_fmt(lo[d])} "
+                               f"max {_fmt(hi[d])} for dimension {d}")
+    same = [a == b for a, b in zip(lo, hi)]
+    return [a - 0.5 if s else a for a, s in zip(lo, same)], [b + 0.5 if s else b for b, s in zip(hi, same)]
 
 
 def _edges_for_counts(fn: str, points: torch.Tensor, counts: List[int], range) -> List[torch.Tensor]:
@@ -80,15 +57,10 @@ def _edges_for_counts(fn: str, points: torch.Tensor, counts: List[int], range) -
         if count <= 0:
             raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {count} for dimension {d}")
     lo, hi = _outer_edges(fn, points, len(counts), range)
-    edges = []
-    for d, count in enumerate(counts):
-        if range is not None:
-            # Known on the host: torch's own CPU linspace, copied to the device (no wait for the device), so the
-            # edges are torch's bit for bit on every device and dtype.
-            edges.append(torch.linspace(float(lo[d]), float(hi[d]), count + 1, dtype=points.dtype).to(points.device))
-        else:  # float32 / float64 only (torch refuses 16-bit input without a range): on the device, no read-back
-            edges.append(_linspace_on_device(lo[d], hi[d], count + 1, points.dtype))
-    return edges
+    # The outer edges are on the host, so the edges are torch's own CPU linspace, bit for bit on every device; the
+    # copy to the device does not wait for it (a pageable source is staged before the call returns).
+    return [torch.linspace(lo[d], hi[d], count + 1, dtype=points.dtype).to(points.device, non_blocking=True)
+            for d, count in enumerate(counts)]
 
 
 def _check_edge_tensor(points: torch.Tensor, edges: torch.Tensor, d: int) -> None:
@@ -155,10 +127,10 @@ def histogram(input: torch.Tensor, bins: Union[int, torch.Tensor], *, range: Opt
     """Drop-in for :func:`torch.histogram`: ``(hist, bin_edges)`` as ``torch.return_types.histogram``, with torch's
     values, dtypes and exception classes, on the CPU and on CUDA (where torch has no implementation).
 
-    ``bins`` an int: equal-width edges over ``range`` (torch's own CPU linspace, copied to the input's device) or the
-    data's min and max (computed on the input's device; on CUDA they can differ from torch's in the last bits, a
-    known defect); a data-derived range reads back one flag (torch raises for a non-finite range, which
-    needs the host to know it): the only host sync. ``bins`` a tensor: its values are the edges (sorted; unsorted edges
+    ``bins`` an int: equal-width edges over ``range`` or the data's min and max, computed as torch's own CPU linspace
+    and copied to the input's device without waiting for it, so they are torch's bit for bit. A data-derived range
+    reads the min and max back (torch raises for a non-finite range, which needs the host to know it): the only host
+    sync. ``bins`` a tensor: its values are the edges (sorted; unsorted edges
     raise ValueError on the CPU, where torch gives its binary search's counts). float16 / bfloat16 need a tensor
     ``bins`` or a ``range``, as in torch. Counts are exact, rounded once to the input's dtype.
     """
