@@ -96,6 +96,20 @@ def test_plan_reports_cluster_layout():
         assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
 
 
+def test_plan_takes_the_partition_tier_past_4m_count_bins(gen):
+    """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 4M bins, not weighted sums;
+    the planned call is right on adversarial data."""
+    assert torch_dsmhist.plan(4 << 20).tier == "global"
+    assert torch_dsmhist.plan((4 << 20) + 1).tier == "partition"
+    assert torch_dsmhist.plan(16 << 20, weight_dtype=torch.float32).tier == "global"
+    assert torch_dsmhist.plan(64 << 20).tier == "global"  # past the tier's capacity
+    bins = (4 << 20) + 7
+    for distribution in DISTRIBUTIONS:
+        x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()
+        assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), torch.bincount(x.cpu().long(), minlength=bins)), \
+            distribution
+
+
 def test_plan_of_a_call_reports_its_launch():
     """plan(n=...) / plan(rows=..., row_length=...) report what that call's launch uses (the tier's shape function),
     where the plan alone reports a large 1-D call's shape."""

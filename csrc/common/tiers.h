@@ -19,8 +19,8 @@ namespace dsmhist {
 //   shared         all bins in every block's shared memory (block-private copies, flushed once per block); small
 //                  1-D calls run as one cluster that sums the blocks' copies through DSMEM instead.
 //   partition      many bins: the input, in slices, grouped by chunk of bins (kernel 1), then each chunk counted in
-//                  one block's shared memory (kernels 2-3); a workspace of at most 64 MiB. No cluster needed. Only
-//                  forced for now: slower than "global" on skewed data at every bin count (tuning.h).
+//                  one block's shared memory (kernels 2-3); a workspace of at most 64 MiB. No cluster needed. The
+//                  planner takes it for counts past 4M bins (tuning.h: below that, "global" is faster on skewed data).
 //   cluster        the bins split across the blocks of a cluster; every block reads the whole input and counts only
 //                  its own bin range, with local shared-memory atomics (no DSMEM traffic).
 //   global         atomics straight into the output (run merging and a per-block cache of hot bins for counts).
@@ -28,7 +28,7 @@ namespace dsmhist {
 //                  block's bins through DSMEM; slower than "cluster", so only ever forced.
 #define DSMHIST_FOR_EACH_TIER(X)                                        \
   X(kShared, "shared", block_private_tier, true, false)                 \
-  X(kPartition, "partition", partition_tier, false, false)              \
+  X(kPartition, "partition", partition_tier, true, false)               \
   X(kCluster, "cluster", owned_range_cluster_tier, true, true)          \
   X(kGlobal, "global", global_atomic_tier, true, false)                 \
   X(kClusterDsmem, "cluster_dsmem", dsmem_cluster_tier, false, true)

@@ -62,7 +62,8 @@ enum class PlanStatus : int32_t {
   kClusterUnavailable,     // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
   kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
   kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
-  kPartitionTooManyBins     // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
+  kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
+  kPartitionNotChosen       // the planner takes tier "partition" only for counts past kPartitionAutoMinBins bins
 };
 
 const char* plan_status_message(PlanStatus status);

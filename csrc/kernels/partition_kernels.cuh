@@ -2,11 +2,13 @@
 // launches). Device code; no torch header.
 #pragma once
 
+#include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "hot_bin_cache.cuh"
 #include "policies.cuh"
 #include "traversal.cuh"
 
@@ -103,72 +105,158 @@ __device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out
   if (threadIdx.x == blockDim.x - 1) out[n] = running;
 }
 
+// The key of one element: (chunk << 16) | bin within the chunk, kNoEntry when it adds nothing; `add` its
+// contribution (weighted policies).
+template <typename T, typename Policy>
+__device__ __forceinline__ uint32_t element_key(const HistogramParams& p, const Slice& s, const Binner<T>& binner,
+                                                T value, int64_t weight_offset, int64_t output_row,
+                                                typename Policy::Acc* add) {
+  const int64_t bin = binner(value);
+  if (bin < 0) return kNoEntry;
+  const int64_t flat = output_row * p.bins + bin;
+  const typename Policy::Acc contribution = Policy::contribution(p, flat, weight_offset);
+  if (contribution == typename Policy::Acc(0)) return kNoEntry;
+  *add = contribution;
+  const uint32_t relative = static_cast<uint32_t>(flat - s.flat_base);
+  return ((relative >> s.chunk_shift) << 16) | (relative & ((1u << s.chunk_shift) - 1u));
+}
+
 }  // namespace detail_partition
 
-// Kernel 1: the tier's kernel of the tier table (per input type and policy).
+// Kernel 1: the tier's kernel of the tier table (per input type and policy). Per tile: bin every element, give it a
+// place among the tile's elements of its chunk, then write the tile grouped by chunk and each chunk's run.
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramParams p, const Slice s) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
   constexpr int kPer = kPartitionValuesPerThread;
-  uint32_t* chunk_fill = dsmhist::detail::shared_bins<uint32_t>();
+  constexpr int kPerVector = 16 / int(sizeof(T));
+  static_assert(kPer % kPerVector == 0, "a thread's values are whole 16-byte vectors");
+  // Dynamic shared memory (partition_shared_bytes): two tiles of raw input, then the rest.
+  T* raw_tiles = dsmhist::detail::shared_bins<T>();
+  uint32_t* chunk_fill = reinterpret_cast<uint32_t*>(raw_tiles + 2 * kTile);
   uint32_t* chunk_start = chunk_fill + kPartitionMaxChunks;
   uint32_t* warp_sums = chunk_start + kPartitionMaxChunks + 32;
   uint16_t* staged = reinterpret_cast<uint16_t*>(warp_sums + 32);
   Acc* staged_values = reinterpret_cast<Acc*>(staged + kTile);
+  // Counts only: runs of one bin (a thread's vector, or a whole warp's step) skip the partition through this cache.
+  HotBinCache cache(reinterpret_cast<uint32_t*>(staged_values + (kCounts ? 0 : kTile)),
+                    kCounts && p.output_rows() * p.bins < int64_t(HotBinCache::kEmpty));
   const T* input = static_cast<const T*>(p.input);
   const Binner<T> binner(p);
   const int lane = threadIdx.x & 31;
   const uint32_t lanes_below = (1u << lane) - 1u;
-  const uint32_t local_mask = (1u << s.chunk_shift) - 1u;
+  auto flat_of = [&](uint32_t key) {
+    return s.flat_base + (int64_t(key >> 16) << s.chunk_shift) + int64_t(key & 0xffffu);
+  };
+  // One 1-D dense input starting on a 16-byte boundary: full tiles load 16-byte vectors (slices start on tiles).
+  const bool dense = p.rows == 1 && p.inner_input_stride == 1 && (reinterpret_cast<uintptr_t>(input) & 15u) == 0;
 
-  for (int64_t tile = blockIdx.x; tile < s.tiles; tile += gridDim.x) {
+  // A full tile of a dense input is copied into shared memory asynchronously one tile ahead, so the block's next
+  // loads are in flight while it partitions the current tile. Thread t copies and later reads the tile's 16-byte
+  // vectors t, t + blockDim, ...: its own copies, so waiting for its own copy group is enough.
+  auto prefetchable = [&](int64_t tile) { return dense && tile < s.tiles && (tile + 1) * kTile <= s.elements; };
+  auto prefetch = [&](int64_t tile, int buffer) {
+    if (prefetchable(tile)) {
+      const uint4* from = reinterpret_cast<const uint4*>(input + s.element_begin + tile * kTile);
+      uint4* to = reinterpret_cast<uint4*>(raw_tiles + buffer * kTile);
+#pragma unroll
+      for (int v = 0; v < kPer / kPerVector; ++v) {
+        __pipeline_memcpy_async(to + v * blockDim.x + threadIdx.x, from + v * blockDim.x + threadIdx.x, 16);
+      }
+    }
+    __pipeline_commit();  // one group per tile, empty or not, so "all but the newest group" is always the current tile
+  };
+  prefetch(blockIdx.x, 0);
+  int buffer = 0;
+  for (int64_t tile = blockIdx.x; tile < s.tiles; tile += gridDim.x, buffer ^= 1) {
+    prefetch(tile + gridDim.x, buffer ^ 1);  // that buffer's last reader finished before the previous tile's last barrier
     for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
     __syncthreads();  // every fill must be zero before any thread counts into it
 
     const int64_t tile_first = tile * kTile;
-    // All loads first, so kPer of them are in flight; where an element lies is recomputed below rather than kept
-    // (two 64-bit offsets per element would halve the resident threads).
-    T value[kPer];
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
-      if (i < s.elements) {
-        int64_t input_offset, weight_offset, output_row;
-        detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
-        value[k] = input[input_offset];
-      }
-    }
-    uint32_t key[kPer];  // (chunk << 16) | bin within the chunk; kNoEntry: dropped
-    uint32_t rank[kPer];
+    uint32_t key[kPer];
     Acc add[kCounts ? 1 : kPer];
+    if (prefetchable(tile)) {
+      union Vector {
+        uint4 raw;
+        T values[kPerVector];
+      };
+      __pipeline_wait_prior(1);
+      const uint4* vectors = reinterpret_cast<const uint4*>(raw_tiles + buffer * kTile);
+      Vector batch[kPer / kPerVector];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      key[k] = kNoEntry;
-      const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
-      if (i < s.elements) {
-        const int64_t bin = binner(value[k]);
-        if (bin >= 0) {
-          int64_t input_offset, weight_offset, output_row;
-          detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
-          const int64_t flat = output_row * p.bins + bin;
-          const Acc contribution = Policy::contribution(p, flat, weight_offset);
-          if (contribution != Acc(0)) {
-            const uint32_t relative = static_cast<uint32_t>(flat - s.flat_base);
-            key[k] = ((relative >> s.chunk_shift) << 16) | (relative & local_mask);
-            if constexpr (!kCounts) add[k] = contribution;
+      for (int v = 0; v < kPer / kPerVector; ++v) batch[v].raw = vectors[v * blockDim.x + threadIdx.x];
+#pragma unroll
+      for (int v = 0; v < kPer / kPerVector; ++v) {
+        bool one_bin = true;  // the vector's elements all add to one bin
+#pragma unroll
+        for (int j = 0; j < kPerVector; ++j) {
+          const int64_t e = s.element_begin + tile_first + (int64_t(v) * blockDim.x + threadIdx.x) * kPerVector + j;
+          key[v * kPerVector + j] = detail_partition::element_key<T, Policy>(
+              p, s, binner, batch[v].values[j], e * p.inner_weight_stride, 0, &add[kCounts ? 0 : v * kPerVector + j]);
+          one_bin = one_bin && key[v * kPerVector + j] == key[v * kPerVector];
+        }
+        if constexpr (kCounts) {
+          // Sorted data, one hot bin: a vector of one bin is counted in the cache (a warp of such vectors of one bin
+          // adds once), not partitioned.
+          one_bin = one_bin && key[v * kPerVector] != kNoEntry;
+          const uint32_t warp_key = __shfl_sync(0xffffffffu, key[v * kPerVector], 0);
+          if (__all_sync(0xffffffffu, one_bin && key[v * kPerVector] == warp_key)) {
+            if (lane == 0) cache.add(p, flat_of(warp_key), 32u * kPerVector);
+          } else if (one_bin) {
+            cache.add(p, flat_of(key[v * kPerVector]), kPerVector);
+          }
+          if (one_bin) {
+#pragma unroll
+            for (int j = 0; j < kPerVector; ++j) key[v * kPerVector + j] = kNoEntry;
           }
         }
       }
-      // The lanes of one chunk take consecutive places with one shared-memory atomic (a hot chunk would serialise
-      // 32 atomics on one address).
-      const uint32_t chunk = key[k] >> 16;
-      const uint32_t peers = __match_any_sync(0xffffffffu, chunk);
-      const int leader = __ffs(peers) - 1;
-      uint32_t base = 0;
-      if (lane == leader && key[k] != kNoEntry) base = atomicAdd(chunk_fill + chunk, __popc(peers));
-      base = __shfl_sync(0xffffffffu, base, leader);
-      rank[k] = base + __popc(peers & lanes_below);
+    } else {
+      // Any layout, any tile: where an element lies is computed per element (twice: the offsets are not kept, two
+      // 64-bit offsets per element would halve the resident threads).
+      T value[kPer];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
+        if (i < s.elements) {
+          int64_t input_offset, weight_offset, output_row;
+          detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
+          value[k] = input[input_offset];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        key[k] = kNoEntry;
+        const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
+        if (i < s.elements) {
+          int64_t input_offset, weight_offset, output_row;
+          detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
+          key[k] = detail_partition::element_key<T, Policy>(p, s, binner, value[k], weight_offset, output_row,
+                                                            &add[kCounts ? 0 : k]);
+        }
+      }
+    }
+
+    uint32_t rank[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      // Places within the tile's run of each chunk, from shared-memory atomics, one per element. Where most of the
+      // warp shares lane 0's chunk (one hot chunk: Zipf, a narrow bell) those lanes take theirs with one atomic
+      // instead, as same-address atomics of one warp serialise.
+      const uint32_t chunk = key[k] >> 16;  // kNoEntry >> 16 is no chunk
+      const uint32_t lead_chunk = __shfl_sync(0xffffffffu, chunk, 0);
+      const uint32_t with_lead = __ballot_sync(0xffffffffu, chunk == lead_chunk);
+      if (__popc(with_lead) >= kPartitionLeadShare && lead_chunk != (kNoEntry >> 16)) {
+        uint32_t base = 0;
+        if (lane == 0) base = atomicAdd(chunk_fill + chunk, __popc(with_lead));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        rank[k] = chunk == lead_chunk ? base + __popc(with_lead & lanes_below)
+                                      : (key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u);
+      } else {
+        rank[k] = key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u;
+      }
     }
     __syncthreads();  // every element must have its place before the fills are summed
     detail_partition::exclusive_scan(chunk_fill, chunk_start, s.chunks, warp_sums);
@@ -200,6 +288,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     }
     __syncthreads();  // the next tile reuses the fills, the starts and the staging
   }
+  cache.flush(p);  // the loop's last barrier follows every add into the cache
 }
 
 // Kernel 2: one block per chunk. An item is a range of tiles whose runs of the chunk add up to about item_values

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hot_bin_cache.cuh"
 #include "policies.cuh"
 #include "tier_host.h"
 #include "traversal.cuh"
@@ -17,59 +18,15 @@
 namespace dsmhist {
 namespace global_atomic_tier {
 
-// The global tier's per-block cache of bins (counts only): kGlobalCacheSlots slots of (tag, count) in shared memory.
-// A bin goes to slot flat_bin mod slots; the first bin to land in an empty slot claims it (atomicCAS) for the rest of
-// the kernel, and its counts stay in shared memory until the block ends; any other bin of that slot goes to the
-// output. Tags are flat output bins, so one cache serves every row of a batched call without flushing between rows.
-// Off when a flat bin does not fit a 32-bit tag, or when one block could count 2^32 values (a 32-bit slot could wrap).
-struct HotBinCache {
-  static constexpr uint32_t kEmpty = 0xffffffffu;
-  uint32_t* tags;
-  uint32_t* counts;
-  bool enabled;
-
-  __device__ explicit HotBinCache(const HistogramParams& p) {
-    tags = detail::shared_bins<uint32_t>();
-    counts = tags + kGlobalCacheSlots;
-    enabled = p.output_rows() * p.bins < int64_t(kEmpty) &&
-              most_elements_per_worker(p.rows, p.row_length, p.segments_per_row, gridDim.x) <= int64_t(UINT32_MAX);
-    for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
-      tags[i] = kEmpty;
-      counts[i] = 0u;
-    }
-  }
-
-  __device__ void add(const HistogramParams& p, int64_t flat_bin, uint32_t count) {
-    if (enabled) {
-      const uint32_t tag = static_cast<uint32_t>(flat_bin);
-      const uint32_t slot = tag & (kGlobalCacheSlots - 1);
-      uint32_t owner = *static_cast<volatile uint32_t*>(tags + slot);
-      if (owner == kEmpty) {
-        owner = atomicCAS(tags + slot, kEmpty, tag);
-        if (owner == kEmpty) owner = tag;
-      }
-      if (owner == tag) {
-        atomicAdd(counts + slot, count);
-        return;
-      }
-    }
-    detail::CountPolicy::add_global(p, flat_bin, count);
-  }
-
-  __device__ void flush(const HistogramParams& p) {
-    if (!enabled) return;
-    for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
-      if (tags[i] != kEmpty && counts[i] != 0u) detail::CountPolicy::add_global(p, tags[i], counts[i]);
-    }
-  }
-};
-
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
   const Binner<T> binner(p);
   if constexpr (std::is_same<Policy, detail::CountPolicy>::value) {
-    HotBinCache cache(p);
+    HotBinCache cache(detail::shared_bins<uint32_t>(),
+                      p.output_rows() * p.bins < int64_t(HotBinCache::kEmpty) &&
+                          most_elements_per_worker(p.rows, p.row_length, p.segments_per_row, gridDim.x) <=
+                              int64_t(UINT32_MAX));
     __syncthreads();  // every slot must be empty before any thread claims one
     int64_t run_bin = -1;
     uint32_t run_length = 0;

@@ -36,9 +36,13 @@ inline int chunk_shift_for(AccKind acc) {
 // The most bins per row the tier takes: a slice's bins, one chunk of misalignment included, fit kPartitionMaxChunks.
 inline int64_t max_bins(AccKind acc) { return (int64_t(kPartitionMaxChunks) - 1) << chunk_shift_for(acc); }
 
-inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
+// The planner takes it for counts past kPartitionAutoMinBins (measured: tuning.h); forced, for any call it holds.
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
   const AccKind acc = ctx.request.acc;
   if (ctx.request.bins > max_bins(acc)) return PlanStatus::kPartitionTooManyBins;
+  if (automatic && (acc != AccKind::kCount || ctx.request.bins <= kPartitionAutoMinBins)) {
+    return PlanStatus::kPartitionNotChosen;
+  }
   const int shift = chunk_shift_for(acc);
   plan->tier = Tier::kPartition;
   plan->cluster_size = 1;
@@ -94,9 +98,13 @@ inline Geometry geometry(const HistogramParams& p, AccKind plan_acc, int64_t cou
   return g;
 }
 
-// Shared memory of kernel 1: the chunks' fills and starts, a scan's warp sums, the staged tile and its values.
-inline int64_t partition_shared_bytes(int64_t value_bytes) {
-  return (2 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes;
+// Shared memory of kernel 1: two tiles of input, the chunks' fills and starts, a scan's warp sums, the staged tile and its values, the
+// hot-bin cache.
+inline int64_t partition_shared_bytes(InputType input_type, int64_t value_bytes) {
+  const int64_t input_bytes =
+      visit_input_type(input_type, [](auto tag) { return int64_t(sizeof(typename decltype(tag)::type)); });
+  return 2 * kTile * input_bytes + (2 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes +
+         HotBinCache::kSharedBytes;
 }
 
 template <typename Policy>
@@ -196,7 +204,7 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
   err = configure_kernel(count, ctx.request.device, ctx.caps, /*is_cluster_kernel=*/false);
   if (err != cudaSuccess) return err;
   const int64_t value_bytes = acc == AccKind::kCount ? 0 : accumulator_bytes(acc);
-  const int64_t partition_shared = partition_shared_bytes(value_bytes);
+  const int64_t partition_shared = partition_shared_bytes(p.input_type, value_bytes);
   int partition_per_sm = 1;
   err = blocks_per_sm(partition, ctx.request.device, ctx.caps, kPartitionThreads, partition_shared, &partition_per_sm);
   if (err != cudaSuccess) return err;

@@ -45,25 +45,33 @@ constexpr int kMaxClusterSize = 16;
 // (one block per SM: the chunk takes more than half an SM's shared memory).
 constexpr int kPartitionThreads = 512;
 constexpr int kPartitionValuesPerThread = 16;
-constexpr int kPartitionItemThreads = 256;
+constexpr int kPartitionItemThreads = 1024;
 constexpr int kPartitionCountThreads = 1024;
 constexpr int64_t kPartitionChunkBytes = 128 * 1024;
 // Chunks one slice may add into: bounds kernel 1's shared memory (two 32-bit words per chunk) and the run table.
 constexpr int kPartitionMaxChunks = 1024;
+// Kernel 1 gives lane 0's chunk one shared-memory atomic for all its lanes when at least this many of the warp's 32
+// lanes share it (fewer: one atomic per lane, whose same-address conflicts are then few).
+constexpr int kPartitionLeadShare = 8;
 // Device workspace of one call (entries, weights, runs, items); the slice is as long as fits. The README states it.
 constexpr int64_t kPartitionWorkspaceBytes = int64_t(64) << 20;
 constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
 // A work item holds at least this many elements per bin of its chunk, so flushing the chunk costs less than the
 // adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
-constexpr int64_t kPartitionMinItemElementsPerBin = 2;
+constexpr int64_t kPartitionMinItemElementsPerBin = 8;
 constexpr int64_t kPartitionDirectRatio = 8;
-// The automatic plan does not take the partition tier yet (planner_may_pick false in the tier table), because on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2^28 int32, 2026-11-22,
-// ms partition / global) it loses to the global tier on skewed data at every bin count:
-//   131072:   uniform 3.04 / 3.29, one hot 2.60 / 0.49, sorted 2.95 / 0.70
-//   1048576:  uniform 3.90 / 3.30, one hot 2.62 / 0.49, zipf 3.20 / 4.05
-//   16777216: uniform 5.73 / 15.96, normal 6.01 / 11.59, zipf 4.62 / 8.42, one hot 2.90 / 0.53, sorted 3.22 / 0.92
-// Kernel 1 (binning and grouping by chunk) takes 1.7-3.4 ms of that, 5-10x the read floor: it is bound by its
-// instructions, not by memory (benchmarks/NOTES.md). A threshold comes with the measurement that makes it pickable.
+// The planner takes the partition tier for counts past kPartitionAutoMinBins bins. Measured on the H100 80GB HBM3
+// (benchmarks/bench_partition.py, second version of the tier, 2026-11-23; 2^28 int32, median ms, partition / global):
+//   262144:   uniform 1.91 / 3.28, normal 2.08 / 3.23, zipf 2.07 / 3.48, one hot 1.05 / 0.49, sorted 1.49 / 0.73
+//   1048576:  uniform 1.88 / 3.30, normal 2.57 / 3.26, zipf 2.67 / 4.11, one hot 1.06 / 0.49, sorted 1.56 / 0.83
+//   4194304:  uniform 2.11 / 4.48, normal 2.75 / 3.40, zipf 2.86 / 5.62, one hot 1.09 / 0.50, sorted 1.78 / 0.80
+//   16777216: uniform 3.50 / 15.96, normal 3.80 / 11.59, zipf 3.94 / 8.39, one hot 1.24 / 0.53, sorted 1.88 / 0.92
+// As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: up to 4M bins the
+// partition's (one hot / sorted, 2.1-2.2x global) exceeds global's (uniform, 1.5-2.1x the partition), at 16M bins
+// global's (4.6x) exceeds the partition's (2.3x). Weighted sums were not timed, so the plan keeps them on "global".
+constexpr int64_t kPartitionAutoMinBins = int64_t(4) << 20;
+// Kernel 1 takes 0.96 ms of the 1.88 at 1M uniform bins, kernel 3 0.79, kernel 2 0.08 (torch profiler): kernel 1 is
+// bound by its instructions (Nsight Compute: 2.4 IPC, 56% issue slots busy at 1.07 TB/s), see benchmarks/NOTES.md.
 
 // ----- Work per block ----------------------------------------------------------------------------------------------
 
