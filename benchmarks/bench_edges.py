@@ -240,7 +240,8 @@ def plot(results: Sequence[Result], n: int, n_cpu: int, copy_bw: float) -> List[
                 if key in ("floor", "op_1m") or cell.value is None or cell.failed:
                     continue
                 count = n_cpu if key == "cpu" else n
-                series.setdefault(LABELS[key], []).append((result.case.size, count / (cell.value * 1e-3)))
+                label = LABELS[key] + (f" ({n_label(n_cpu)} values)" if key == "cpu" else "")
+                series.setdefault(label, []).append((result.case.size, count / (cell.value * 1e-3)))
         unit = "values" if dims == 1 else "points"
         if throughput_plot(PLOTS / name, series, f"{dims}-D histogram over edges, {n_label(n)} float32 {unit}",
                            xlabel, ylabel=f"{unit} / s",
