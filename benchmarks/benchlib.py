@@ -129,6 +129,17 @@ def median_event_ms(fn: Callable[[], object], warmup: int, reps: int) -> float:
     return statistics.median(event_ms(fn, reps))
 
 
+def copy_bandwidth(n_bytes: int, warmup: int = 3, reps: int = 15) -> float:
+    """Bytes/s of a device-to-device copy of n_bytes, counting bytes read + written: the rate a one-pass kernel that
+    reads its input once can hope for, so input bytes / this is its floor."""
+    src = torch.ones(n_bytes // 4, dtype=torch.int32, device="cuda")
+    dst = torch.empty_like(src)
+    ms = median_event_ms(lambda: dst.copy_(src), warmup, reps)
+    del src, dst
+    release()
+    return 2 * n_bytes / (ms * 1e-3)
+
+
 def host_us(fn: Callable[[], object], calls: int = 200) -> "Cell":
     """Host time per call in µs of `calls` back-to-back calls and one synchronize, after 10 warm-ups."""
     for _ in range(10):

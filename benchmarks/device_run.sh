@@ -2,7 +2,7 @@
 # Everything that needs a GPU, in one go: build, the whole test suite with CUDA tests, compute-sanitizer on every
 # tier, the benchmark, and the pre-sm_90 path (a TORCH_CUDA_ARCH_LIST="8.0+PTX" build run on this device).
 #
-#   bash benchmarks/device_run.sh [main|ptx|all|dist|suite|perf]     (default: all)
+#   bash benchmarks/device_run.sh [main|ptx|all|dist|suite|perf|edges]     (default: all)
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
 #       profile, sanitizers (tools/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
@@ -12,6 +12,8 @@
 #       tests, the scale-out benchmark under torchrun, then the rest of the suite (not slow).
 # suite: sm_90 build, then benchmarks/bench_suite.py (SUITE_ARGS, e.g. --quick) with its plots.
 # perf: sm_90 build, the CUDA tests of the tiers (PERF_TESTS), benchmarks/bench_plan.py, then the suite (SKIP_SUITE).
+# edges: sm_90 build, the bin-edges tests (ops, drop-ins, the histogram2d example), then benchmarks/bench_edges.py
+#       (EDGES_ARGS, e.g. --quick) with its plots.
 # Logs go to $OUT (or ./device_logs), at most 8 files; the last lines printed summarise every step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,6 +106,15 @@ if [[ $stage == perf ]]; then
       tar czf "$OUT/suite_plots.tgz" -C benchmarks plots
     fi
     cp benchmarks/RESULTS.md "$OUT/"
+  fi
+fi
+
+if [[ $stage == edges ]]; then
+  if run "build 9.0" build.log build "9.0"; then
+    run "pytest edges" tests_sm90.log python -m pytest tests/test_edges.py tests/test_dropins_edges.py \
+      tests/test_benchmarks.py -q -rs
+    run "pytest histogram2d example" tests_sm90.log python -m pytest tests/test_examples.py -q -rs -k histogram2d
+    run "bench_edges ${EDGES_ARGS:-}" bench.log python benchmarks/bench_edges.py --out-dir "$OUT" ${EDGES_ARGS:-}
   fi
 fi
 

@@ -76,3 +76,51 @@ def test_a_section_is_rewritten_in_place_and_the_others_kept(benchlib, tmp_path,
     out_dir = tmp_path / "out"
     benchlib.write_results_section("plan", "# again", out_dir)
     assert (out_dir / "RESULTS.md").read_text() == results.read_text()
+
+
+@pytest.fixture()
+def bench_edges(benchlib):
+    sys.modules.pop("bench_edges", None)
+    return importlib.import_module("bench_edges")
+
+
+@pytest.mark.parametrize("edge_count", [2, 3, 101, 1000])
+def test_bench_edges_torch_idiom_follows_torch_histogram(bench_edges, gen, edge_count):
+    """The bucketize + bincount contender bins as torch.histogram does: values on edges (the last one included),
+    outside the edges, NaN, repeated edges, a strided view."""
+    import torch
+    edges = torch.randn(edge_count, generator=gen).sort().values
+    edges[edge_count // 2] = edges[max(0, edge_count // 2 - 1)]  # a repeated edge: an empty bin
+    values = torch.randn(2 * 30011, generator=gen) * 1.5
+    values[:64] = edges[torch.randint(0, edge_count, (64,), generator=gen)]
+    values[64:70] = edges[-1]
+    values[70] = float("nan")
+    strided = values[::2]
+    want = torch.histogram(strided.contiguous(), edges).hist.long()
+    assert torch.equal(bench_edges.bucketize_bincount(strided, edges), want)
+
+    points = torch.randn(20011, 2, generator=gen)
+    per_dim = [torch.randn(edge_count, generator=gen).sort().values for _ in range(2)]
+    points[:50, 0] = per_dim[0][-1]
+    points[50:100, 1] = per_dim[1][0]
+    want = torch.histogramdd(points, bins=per_dim).hist.long()
+    assert torch.equal(bench_edges.linearised_bincount(points, per_dim), want)
+
+
+def test_bench_edges_verdicts_name_each_missed_target(bench_edges, benchlib):
+    cases = {case.label: case for case in bench_edges.CASES}
+    Cell, Result = benchlib.Cell, bench_edges.Result
+    met = Result(cases["1000 edges"], cells={"op": Cell(0.1), "cupy": Cell(1.4)})
+    assert bench_edges.verdict(met) == "met"
+    slow = Result(cases["2-D, 64x64 bins"], cells={"op": Cell(0.6), "cupy": Cell(9.0), "idiom": Cell(4.3)})
+    assert bench_edges.verdict(slow) == ("missed: 0.6 ms is 2.00x the 0.3 ms target; 15.0x CuPy, not 30x; "
+                                         "7.2x bucketize + bincount, not 14x")
+    no_cupy = Result(cases["10000 edges"], cells={"op": Cell(0.2)})
+    assert bench_edges.verdict(no_cupy) == "met (CuPy not measured)"
+    large = cases["2-D, 1024x1024 bins"]
+    assert bench_edges.verdict(Result(large, cells={"op": Cell(4.0), "op_1m": Cell(3.2)})) == \
+        "missed: 1.25x the 1-D op's 3.2 ms at 1M bins"
+    assert bench_edges.verdict(Result(large, cells={"op": Cell(status="FAIL")})) == "not measured: the op failed"
+    section = bench_edges.render([met, slow], 2**26, 2**22, 3e12, "a GPU", "not installed", quick=False)
+    assert section.count("\n| ") == 3  # header and two rows
+    assert "| 1000 edges | 0.1 |" in section and "2^22 values" in section

@@ -1,12 +1,15 @@
 """Smoke tests: every example in examples/ runs as its docstring says (small sizes), on every device, and writes
 its PNG files. The examples check their own results and print "<name>: ok"."""
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import DEVICES, MULTICAST_OFF, needs_two_gpus
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -46,6 +49,40 @@ def test_image_equalize(device, tmp_path):
         assert (tmp_path / "out" / name).stat().st_size > 0
 
 
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(name[:-3], EXAMPLES / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_histogram2d(device, tmp_path, gen):
+    """The printed figures are torch's: the 2-D histogram's inside count and peak from torch.histogramdd, the
+    quantile bins' counts from torch.quantile and torch.histogram, all on the CPU over the example's own data."""
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    points, bins, quantiles, sample = 30011, 37, 7, 4001
+    out = run_example("histogram2d.py", "--device", device, "--points", str(points), "--bins", str(bins),
+                      "--quantiles", str(quantiles), "--sample", str(sample), "--extent", "3",
+                      "--seed", str(seed), "--out", "grid.png", cwd=tmp_path)
+    assert (tmp_path / "grid.png").stat().st_size > 0
+
+    xy, price = load_example("histogram2d.py").point_cloud(points, seed)
+    hist = torch.histogramdd(xy, bins=[bins, bins], range=[-3.0, 3.0, -3.0, 3.0]).hist
+    peak_x, peak_y = divmod(int(hist.argmax()), bins)
+    assert f"{int(hist.sum())} of {points} points inside; peak {int(hist.max())} points at bin ({peak_x}, {peak_y})" \
+        in out, out
+    stride = points // sample
+    edges = torch.quantile(price[::stride][:sample], torch.linspace(0, 1, quantiles + 1))
+    want = torch.histogram(price.clamp(edges[0], edges[-1]), edges).hist.long()
+    got = torch.tensor([int(c) for c in re.search(r"quantile counts: ([\d ]+)", out).group(1).split()])
+    assert int(got.sum()) == points
+    if device == "cpu":
+        assert torch.equal(got, want)
+    else:  # torch.quantile's interpolation on the GPU may round an edge one float apart from the CPU's
+        assert (got - want).abs().max() <= 2, (got, want)
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_two_gpus)])
 def test_distributed_histogram(device, tmp_path):
     """The README's torchrun command (as `python -m torch.distributed.run`, the same launcher), 2 processes."""
@@ -69,7 +106,7 @@ def test_default_output_folder_is_ignored_by_git(tmp_path):
     assert git.returncode == 0, "examples/out/ is not ignored by git"
 
 
-@pytest.mark.parametrize("name", ["dataset_histogram.py", "image_equalize.py"])
+@pytest.mark.parametrize("name", ["dataset_histogram.py", "image_equalize.py", "histogram2d.py"])
 def test_missing_matplotlib_is_reported_before_any_work(name, tmp_path):
     """With matplotlib unimportable the example stops at once, naming the extra that installs it."""
     script = (f"import sys, runpy; sys.modules['matplotlib'] = None; sys.argv = [{name!r}, '--device', 'cpu']; "
