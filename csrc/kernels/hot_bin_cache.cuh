@@ -22,8 +22,10 @@ struct HotBinCache {
   uint32_t* counts;
   bool enabled;
 
-  // `storage`: kSharedBytes of shared memory. Every thread of the block constructs it; the block syncs before use.
+  // `storage`: kSharedBytes of shared memory, untouched when the cache is off. Every thread of the block constructs
+  // it; the block syncs before use.
   __device__ HotBinCache(uint32_t* storage, bool on) : tags(storage), counts(storage + kGlobalCacheSlots), enabled(on) {
+    if (!on) return;
     for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
       tags[i] = kEmpty;
       counts[i] = 0u;

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "partition_kernels.cuh"
+#include "partition_count_kernels.cuh"
 #include "tier_host.h"
 
 namespace dsmhist {
@@ -98,13 +98,14 @@ inline Geometry geometry(const HistogramParams& p, AccKind plan_acc, int64_t cou
   return g;
 }
 
-// Shared memory of kernel 1: two tiles of input, the chunks' fills and starts, a scan's warp sums, the staged tile and its values, the
-// hot-bin cache.
+// Shared memory of kernel 1: the chunks' fills and starts, a scan's warp sums, the staged tile and its values; counts
+// also two tiles of input (first) and the hot-bin cache (last).
 inline int64_t partition_shared_bytes(InputType input_type, int64_t value_bytes) {
   const int64_t input_bytes =
       visit_input_type(input_type, [](auto tag) { return int64_t(sizeof(typename decltype(tag)::type)); });
-  return 2 * kTile * input_bytes + (2 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes +
-         HotBinCache::kSharedBytes;
+  const bool counts = value_bytes == 0;  // counts prefetch two tiles of input and keep a hot-bin cache
+  return (counts ? 2 * kTile * input_bytes + HotBinCache::kSharedBytes : 0) +
+         (2 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes;
 }
 
 template <typename Policy>
