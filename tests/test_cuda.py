@@ -102,7 +102,8 @@ def test_plan_takes_the_partition_tier_past_4m_count_bins(gen):
     assert torch_dsmhist.plan(4 << 20).tier == "global"
     assert torch_dsmhist.plan((4 << 20) + 1).tier == "partition"
     assert torch_dsmhist.plan(16 << 20, weight_dtype=torch.float32).tier == "global"
-    assert torch_dsmhist.plan(64 << 20).tier == "global"  # past the tier's capacity
+    assert torch_dsmhist.plan(33521664).tier == "partition"  # the tier's capacity for counts (README)
+    assert torch_dsmhist.plan(33521665).tier == "global"
     bins = (4 << 20) + 7
     for distribution in DISTRIBUTIONS:
         x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()

@@ -132,8 +132,7 @@ def edges_cases(gen: torch.Generator):
         calls = [("offset 3", values[3:], {}), ("strided", values[::5], dict(out_of_range="clamp")),
                  ("fp64-weighted", values[1:], dict(weight=weights[1:]))]
         for what, data, kwargs in calls:
-            cuda_kwargs = {k: v.cuda() for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
-            cuda_kwargs.update({k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)})
+            cuda_kwargs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
             yield (f"auto histogram_edges bins={bins} {what}", "auto", None,
                    lambda d=data.cuda(), e=edges.cuda(), k=cuda_kwargs: torch_dsmhist.histogram_edges(d, e, **k),
                    torch_dsmhist.histogram_edges(data, edges, **kwargs))

@@ -26,7 +26,7 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
-def _outer_edges(fn: str, points: torch.Tensor, dims: int, range: Optional[Sequence[float]]):
+def _outer_edges(points: torch.Tensor, dims: int, range: Optional[Sequence[float]]):
     """torch's outer edges per dim as two lists of Python floats: ``range``, else the data's min and max (computed on
     the input's device and read back: the one host sync of these drop-ins, forced by torch's semantics, which raise
     for a non-finite range), else [0, 1]; a zero-width range widened by 0.5 each way, in float64 as torch does."""
@@ -52,11 +52,11 @@ def _outer_edges(fn: str, points: torch.Tensor, dims: int, range: Optional[Seque
     return [a - 0.5 if s else a for a, s in zip(lo, same)], [b + 0.5 if s else b for b, s in zip(hi, same)]
 
 
-def _edges_for_counts(fn: str, points: torch.Tensor, counts: List[int], range) -> List[torch.Tensor]:
+def _edges_for_counts(points: torch.Tensor, counts: List[int], range) -> List[torch.Tensor]:
     for d, count in enumerate(counts):
         if count <= 0:
             raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {count} for dimension {d}")
-    lo, hi = _outer_edges(fn, points, len(counts), range)
+    lo, hi = _outer_edges(points, len(counts), range)
     # The outer edges are on the host, so the edges are torch's own CPU linspace, bit for bit on every device; the
     # copy to the device does not wait for it (a pageable source is staged before the call returns).
     return [torch.linspace(lo[d], hi[d], count + 1, dtype=points.dtype).to(points.device, non_blocking=True)
@@ -82,7 +82,7 @@ def _histogramdd(fn: str, points: torch.Tensor, bins: list, range, weight: Optio
         name = "histogramdd" if all(isinstance(b, int) for b in bins) and range is None else "histogram_cpu"
         raise NotImplementedError(f'"{name}" not implemented for \'{_TORCH_TYPE_NAMES[points.dtype]}\'')
     if all(isinstance(b, int) for b in bins):
-        edges = _edges_for_counts(fn, points, bins, range)
+        edges = _edges_for_counts(points, bins, range)
     else:
         edges = list(bins)
         for d, e in enumerate(edges):

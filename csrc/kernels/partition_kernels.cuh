@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   // vectors t, t + blockDim, ...: its own copies, so waiting for its own copy group is enough.
   auto prefetchable = [&](int64_t tile) { return dense && tile < s.tiles && (tile + 1) * kTile <= s.elements; };
   auto prefetch = [&](int64_t tile, int buffer) {
-    if (kCounts && prefetchable(tile)) {
+    if constexpr (!kCounts) return;  // weighted sums load straight into registers
+    if (prefetchable(tile)) {
       const uint4* from = reinterpret_cast<const uint4*>(input + s.element_begin + tile * kTile);
       uint4* to = reinterpret_cast<uint4*>(raw_tiles + buffer * kTile);
 #pragma unroll

@@ -29,6 +29,7 @@ const char* plan_status_message(PlanStatus status) {
       return "tier 'partition' holds at most 33521664 bins per row for counts and float32 sums, 16760832 for "
              "float64 and deterministic sums";
     case PlanStatus::kPartitionNotChosen:
+      static_assert(kPartitionAutoMinBins == 4194304, "the message below states kPartitionAutoMinBins");
       return "the planner takes tier 'partition' only for counts past 4194304 bins";
   }
   return "unknown planning status";
