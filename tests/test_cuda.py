@@ -71,7 +71,9 @@ def test_auto_plan_at_tier_boundaries(gen):
     assert torch_dsmhist.plan(capacity + 1).tier == expected_above
     # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h).
     assert torch_dsmhist.plan(4 * capacity).tier == expected_above
-    assert torch_dsmhist.plan(4 * capacity + 1).tier == "global"
+    # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 4 blocks of an H100), weighted sums global.
+    assert torch_dsmhist.plan(4 * capacity + 1).tier == ("partition" if 4 * capacity >= 232448 else "global")
+    assert torch_dsmhist.plan(4 * capacity + 1, weight_dtype=torch.float32).tier == "global"
     if cluster_available():
         assert torch_dsmhist.plan(4 * capacity).cluster_size == 4
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
@@ -96,18 +98,18 @@ def test_plan_reports_cluster_layout():
         assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
 
 
-def test_plan_takes_the_partition_tier_past_4m_count_bins(gen):
-    """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 4M bins, not weighted sums;
-    the planned call is right on adversarial data."""
-    assert torch_dsmhist.plan(4 << 20).tier == "global"
-    assert torch_dsmhist.plan((4 << 20) + 1).tier == "partition"
+def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
+    """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins, not weighted
+    sums; the planned call is right on adversarial data."""
+    assert torch_dsmhist.plan(232448).tier != "partition"
+    assert torch_dsmhist.plan(232449).tier == "partition"
     assert torch_dsmhist.plan(16 << 20, weight_dtype=torch.float32).tier == "global"
     assert torch_dsmhist.plan(33521664).tier == "partition"  # the tier's capacity for counts (README)
     assert torch_dsmhist.plan(33521665).tier == "global"
-    bins = (4 << 20) + 7
-    for distribution in DISTRIBUTIONS:
-        x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()
-        assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), distribution
+    for bins in (232449, (4 << 20) + 7):
+        for distribution in DISTRIBUTIONS:
+            x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()
+            assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, distribution)
 
 
 def test_plan_of_a_call_reports_its_launch():

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
     const int64_t t = batch + threadIdx.x;
     lengths[threadIdx.x] = t < s.tiles ? (runs[t] & 0xffffu) : 0u;
     __syncthreads();  // the batch's lengths must be in place before they are scanned
-    detail_partition::exclusive_scan(lengths, starts, blockDim.x, warp_sums);
+    detail_partition::exclusive_scan(lengths, starts, blockDim.x, warp_sums, [](int, uint32_t, uint32_t) {});
     __syncthreads();  // the scan must be complete before it is read
     if (t < s.tiles) {
       const uint32_t before = carried + starts[threadIdx.x];
@@ -89,12 +89,11 @@ template <typename Policy>
 __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const HistogramParams p, const Slice s) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
-  constexpr int kSpan = 8;
-  // Dynamic shared memory: the batch's runs and their scan (kCountScratchBytes), then the chunk's bins.
-  uint32_t* run_starts = dsmhist::detail::shared_bins<uint32_t>();
-  uint32_t* run_lengths = run_starts + kPartitionCountThreads;
-  uint32_t* run_firsts = run_lengths + kPartitionCountThreads;
-  uint32_t* warp_sums = run_firsts + kPartitionCountThreads + 32;
+  // Dynamic shared memory: the batch's runs and the scan of their vector counts (kCountScratchBytes), then the bins.
+  uint32_t* batch_runs = dsmhist::detail::shared_bins<uint32_t>();
+  uint32_t* batch_vectors = batch_runs + kPartitionCountThreads;
+  uint32_t* vector_firsts = batch_vectors + kPartitionCountThreads;
+  uint32_t* warp_sums = vector_firsts + kPartitionCountThreads + 32;
   Acc* bins = reinterpret_cast<Acc*>(dsmhist::detail::shared_bins<unsigned char>() + kCountScratchBytes);
   const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
   const int lane = threadIdx.x & 31;
@@ -102,6 +101,7 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
   dsmhist::detail::zero_bins(bins, chunk_bins);
   __syncthreads();  // every bin must be zero before any thread counts into it
   const uint32_t items = *s.item_count;
+  const uint4* vectors = reinterpret_cast<const uint4*>(s.entries);  // a tile's entries start on a 16-byte boundary
 
   for (uint32_t index = blockIdx.x; index < items; index += gridDim.x) {
     const Item item = s.items[index];
@@ -110,73 +110,86 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
     // Few elements do not pay for a pass over the chunk's bins: they go straight to the output.
     const bool direct = int64_t(item.values) * kPartitionDirectRatio < chunk_bins;
     const uint32_t* runs = s.runs + int64_t(item.chunk) * s.tiles;
-    auto add = [&](uint32_t local, Acc contribution) {
+    auto add = [&](uint32_t local, int64_t at) {
       if constexpr (kCounts) {
         // A warp whose elements all fall in one bin (one hot bin, sorted data) adds once.
-        const uint32_t first = __shfl_sync(0xffffffffu, local, 0);
-        if (__all_sync(0xffffffffu, local == first)) {
-          if (lane == 0 && first != kNoEntry) {
+        const uint32_t lead = __shfl_sync(0xffffffffu, local, 0);
+        if (__all_sync(0xffffffffu, local == lead)) {
+          if (lane == 0 && lead != kNoEntry) {
             if (direct) {
-              Policy::add_global(p, flat_first + first, 32u);
+              Policy::add_global(p, flat_first + lead, 32u);
             } else {
-              atomicAdd(bins + first, 32u);
+              atomicAdd(bins + lead, 32u);
             }
           }
           return;
         }
       }
       if (local == kNoEntry) return;
+      Acc contribution;
+      if constexpr (kCounts) {
+        contribution = 1u;
+      } else {
+        contribution = static_cast<const Acc*>(s.values)[at];
+      }
       if (direct) {
         Policy::add_global(p, flat_first + local, contribution);
       } else {
         Policy::add_shared(bins + local, contribution);
       }
     };
-    // The item's runs, up to one tile per thread at a time, laid end to end: thread i takes kSpan consecutive
-    // entries of that sequence per round, so every thread has work whether the runs are long (few chunks, a hot
-    // chunk) or a few entries each (many chunks).
+    // The entries of one 16-byte vector (the `vector`-th of tile `tile`'s entries) that lie in the run
+    // [first, stop) (tile-relative), each passed to add (kNoEntry outside the run; every thread adds all eight).
+    auto add_vector = [&](const uint4& raw, int64_t tile, uint32_t vector, uint32_t first, uint32_t stop) {
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t at = vector * 8u + uint32_t(j);
+        const uint32_t local = (words[j / 2] >> (16 * (j % 2))) & 0xffffu;
+        add(at >= first && at < stop ? local : kNoEntry, tile * kTile + at);
+      }
+    };
+    // Up to one tile's run per thread at a time, read as 16-byte vectors (8 entries; a run's first and last vector
+    // masked to it) laid end to end across the block: thread i takes two consecutive vectors of that sequence per
+    // round, so loads are wide and many are in flight whether the runs are long (few chunks, a hot chunk) or a few
+    // entries each (many chunks).
     for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
       const int64_t own_tile = batch + threadIdx.x;
       const uint32_t own_run = own_tile < item.tile_end ? runs[own_tile] : 0u;
-      run_starts[threadIdx.x] = own_run >> 16;
-      run_lengths[threadIdx.x] = own_run & 0xffffu;
+      const uint32_t own_first = own_run >> 16, own_stop = own_first + (own_run & 0xffffu);
+      batch_runs[threadIdx.x] = own_run;
+      batch_vectors[threadIdx.x] = own_stop == own_first ? 0u : (own_stop + 7u) / 8u - own_first / 8u;
       __syncthreads();  // the batch's runs must be in place before they are scanned
-      detail_partition::exclusive_scan(run_lengths, run_firsts, blockDim.x, warp_sums);
+      detail_partition::exclusive_scan(batch_vectors, vector_firsts, blockDim.x, warp_sums,
+                                       [](int, uint32_t, uint32_t) {});
       __syncthreads();  // the scan must be complete before it is searched
-      const uint32_t total = run_firsts[blockDim.x];
+      const uint32_t total = vector_firsts[blockDim.x];
       // Rounds are the same for every thread (add() is warp-collective); past the end a thread adds nothing.
-      for (uint32_t round = 0; round < total; round += blockDim.x * kSpan) {
-        const uint32_t first = round + threadIdx.x * kSpan;
-        int low = 0, high = blockDim.x;  // run_firsts[low] <= first < run_firsts[high]
+      for (uint32_t round = 0; round < total; round += 2u * blockDim.x) {
+        const uint32_t v0 = round + 2u * threadIdx.x;
+        int low = 0, high = blockDim.x;  // vector_firsts[low] <= v0 < vector_firsts[high]
         while (high - low > 1) {
           const int middle = (low + high) / 2;
-          if (run_firsts[middle] <= first) {
+          if (vector_firsts[middle] <= v0) {
             low = middle;
           } else {
             high = middle;
           }
         }
-        int run = low;
-        uint32_t local[kSpan];
-        Acc contribution[kSpan];
-#pragma unroll
-        for (int j = 0; j < kSpan; ++j) {
-          const uint32_t v = first + j;
-          local[j] = kNoEntry;
-          contribution[j] = Acc(0);
-          if (v < total) {
-            while (v >= run_firsts[run + 1]) ++run;
-            const int64_t at = (batch + run) * kTile + run_starts[run] + (v - run_firsts[run]);
-            local[j] = s.entries[at];
-            if constexpr (kCounts) {
-              contribution[j] = 1u;
-            } else {
-              contribution[j] = static_cast<const Acc*>(s.values)[at];
-            }
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kSpan; ++j) add(local[j], contribution[j]);
+        int r1 = low;
+        while (r1 + 1 < int(blockDim.x) && vector_firsts[r1 + 1] <= v0 + 1u) ++r1;
+        const uint32_t run0 = batch_runs[low], run1 = batch_runs[r1];
+        const uint32_t first0 = run0 >> 16, stop0 = first0 + (run0 & 0xffffu);
+        const uint32_t first1 = run1 >> 16, stop1 = first1 + (run1 & 0xffffu);
+        const uint32_t vector0 = first0 / 8u + (v0 - vector_firsts[low]);
+        const uint32_t vector1 = first1 / 8u + (v0 + 1u - vector_firsts[r1]);
+        const int64_t tile0 = batch + low, tile1 = batch + r1;
+        const bool has0 = v0 < total, has1 = v0 + 1u < total;
+        uint4 a = make_uint4(0u, 0u, 0u, 0u), b = make_uint4(0u, 0u, 0u, 0u);
+        if (has0) a = vectors[tile0 * (kTile / 8) + vector0];
+        if (has1) b = vectors[tile1 * (kTile / 8) + vector1];
+        add_vector(a, tile0, vector0, first0, has0 ? stop0 : first0);
+        add_vector(b, tile1, vector1, first1, has1 ? stop1 : first1);
       }
       __syncthreads();  // every thread is done with the batch's runs before they are replaced
     }

@@ -17,10 +17,11 @@ namespace partition_tier {
 
 constexpr int64_t kTile = int64_t(kPartitionThreads) * kPartitionValuesPerThread;
 constexpr uint32_t kNoEntry = 0xffffffffu;
-static_assert(kTile <= 65535, "a run's start and length are packed as 16 bits each");
-// Kernel 3's shared memory before its bins: runs' starts, lengths, scan (with room for the total) and warp sums.
+// Kernel 3's shared memory before its bins: the batch's runs, their vector counts, the counts' scan (with room for the
+// total) and warp sums.
 constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64) * 4;
 static_assert(kCountScratchBytes % 16 == 0, "the bins after the scratch must stay 16-byte aligned");
+static_assert(kTile <= 65535, "a run's start and length are packed as 16 bits each");
 
 // One work item of kernel 3: the runs of chunk `chunk` in tiles [tile_begin, tile_end), `values` elements in all.
 struct Item {
@@ -70,8 +71,11 @@ __device__ __forceinline__ void locate(const HistogramParams& p, int64_t e, int6
 }
 
 // Exclusive prefix sums of in[0, n) into out[0, n], out[n] = the total; n <= kPartitionMaxChunks. Every thread of
-// the block calls it; `warp_sums` holds 32 entries. The caller syncs before reading out.
-__device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out, int n, uint32_t* warp_sums) {
+// the block calls it; `warp_sums` holds 32 entries. The caller syncs before reading out. `visit(i, start, length)`
+// sees every entry once, on the thread that writes its start (which may use it at once).
+template <typename Visit>
+__device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out, int n, uint32_t* warp_sums,
+                                               Visit visit) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int per_thread = (n + blockDim.x - 1) / blockDim.x;
   const int first = threadIdx.x * per_thread;
@@ -98,8 +102,10 @@ __device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out
   uint32_t running = warp_sums[warp] + inclusive - own;
   for (int j = 0; j < per_thread; ++j) {
     if (first + j < n) {
+      const uint32_t length = in[first + j];
       out[first + j] = running;
-      running += in[first + j];
+      visit(first + j, running, length);
+      running += length;
     }
   }
   if (threadIdx.x == blockDim.x - 1) out[n] = running;
@@ -169,12 +175,27 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     }
     __pipeline_commit();  // one group per tile, empty or not, so "all but the newest group" is always the current tile
   };
+  // An integer input binned by index with no clamp (the common count): a key is a compare, a subtract and two
+  // shifts in 32 bits, not the Binner's general path (64-bit bins, the range branch).
+  constexpr bool kNarrowInteger = std::is_integral<T>::value && sizeof(T) <= 4;
+  const bool plain_index = kCounts && kNarrowInteger && binner.mode == BinMode::kIndex && !binner.clamp;
+  const uint32_t chunk_mask = (1u << s.chunk_shift) - 1u;
+  auto plain_key = [&](T value) -> uint32_t {
+    if constexpr (kNarrowInteger) {
+      const uint32_t index = static_cast<uint32_t>(static_cast<int32_t>(value));
+      const uint32_t relative = index - static_cast<uint32_t>(s.flat_base);
+      return index < binner.narrow_bins ? ((relative >> s.chunk_shift) << 16) | (relative & chunk_mask) : kNoEntry;
+    } else {
+      return kNoEntry;  // not reached: plain_index is false
+    }
+  };
+
+  for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
+  __syncthreads();  // the fills must be zero (and the cache set up) before the first tile counts into them
   prefetch(blockIdx.x, 0);
   int buffer = 0;
   for (int64_t tile = blockIdx.x; tile < s.tiles; tile += gridDim.x, buffer ^= 1) {
     prefetch(tile + gridDim.x, buffer ^ 1);  // that buffer's last reader finished before the previous tile's last barrier
-    for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
-    __syncthreads();  // every fill must be zero before any thread counts into it
 
     const int64_t tile_first = tile * kTile;
     uint32_t key[kPer];
@@ -195,20 +216,32 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
 #pragma unroll
         for (int v = 0; v < kPer / kPerVector; ++v) batch[v].raw = __ldg(vectors + v * blockDim.x + threadIdx.x);
       }
+      if (plain_index) {
 #pragma unroll
-      for (int v = 0; v < kPer / kPerVector; ++v) {
-        bool one_bin = true;  // the vector's elements all add to one bin
+        for (int v = 0; v < kPer / kPerVector; ++v) {
 #pragma unroll
-        for (int j = 0; j < kPerVector; ++j) {
-          const int64_t e = s.element_begin + tile_first + (int64_t(v) * blockDim.x + threadIdx.x) * kPerVector + j;
-          key[v * kPerVector + j] = detail_partition::element_key<T, Policy>(
-              p, s, binner, batch[v].values[j], e * p.inner_weight_stride, 0, &add[kCounts ? 0 : v * kPerVector + j]);
-          one_bin = one_bin && key[v * kPerVector + j] == key[v * kPerVector];
+          for (int j = 0; j < kPerVector; ++j) key[v * kPerVector + j] = plain_key(batch[v].values[j]);
         }
-        if constexpr (kCounts) {
+      } else {
+#pragma unroll
+        for (int v = 0; v < kPer / kPerVector; ++v) {
+#pragma unroll
+          for (int j = 0; j < kPerVector; ++j) {
+            const int64_t e =
+                s.element_begin + tile_first + (int64_t(v) * blockDim.x + threadIdx.x) * kPerVector + j;
+            key[v * kPerVector + j] = detail_partition::element_key<T, Policy>(
+                p, s, binner, batch[v].values[j], e * p.inner_weight_stride, 0, &add[kCounts ? 0 : v * kPerVector + j]);
+          }
+        }
+      }
+      if constexpr (kCounts) {
+#pragma unroll
+        for (int v = 0; v < kPer / kPerVector; ++v) {
           // Sorted data, one hot bin: a vector of one bin is counted in the cache (a warp of such vectors of one bin
           // adds once), not partitioned.
-          one_bin = one_bin && key[v * kPerVector] != kNoEntry;
+          bool one_bin = key[v * kPerVector] != kNoEntry;
+#pragma unroll
+          for (int j = 1; j < kPerVector; ++j) one_bin = one_bin && key[v * kPerVector + j] == key[v * kPerVector];
           const uint32_t warp_key = __shfl_sync(0xffffffffu, key[v * kPerVector], 0);
           if (__all_sync(0xffffffffu, one_bin && key[v * kPerVector] == warp_key)) {
             if (lane == 0) cache.add(p, flat_of(warp_key), 32u * kPerVector);
@@ -247,40 +280,56 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
       }
     }
 
+    // A warp with nothing left to partition (one hot bin, sorted data: all in the cache) skips ranking and placing.
+    bool own_entries = false;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) own_entries = own_entries || key[k] != kNoEntry;
+    const bool warp_entries = __any_sync(0xffffffffu, own_entries);
     uint32_t rank[kPer];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      // Places within the tile's run of each chunk, from shared-memory atomics, one per element. Where most of the
-      // warp shares lane 0's chunk (one hot chunk: Zipf, a narrow bell) those lanes take theirs with one atomic
-      // instead, as same-address atomics of one warp serialise.
-      const uint32_t chunk = key[k] >> 16;  // kNoEntry >> 16 is no chunk
-      const uint32_t lead_chunk = __shfl_sync(0xffffffffu, chunk, 0);
-      const uint32_t with_lead = __ballot_sync(0xffffffffu, chunk == lead_chunk);
-      if (__popc(with_lead) >= kPartitionLeadShare && lead_chunk != (kNoEntry >> 16)) {
-        uint32_t base = 0;
-        if (lane == 0) base = atomicAdd(chunk_fill + chunk, __popc(with_lead));
-        base = __shfl_sync(0xffffffffu, base, 0);
-        rank[k] = chunk == lead_chunk ? base + __popc(with_lead & lanes_below)
-                                      : (key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u);
-      } else {
-        rank[k] = key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u;
+    for (int k = 0; k < kPer; ++k) rank[k] = 0u;  // defined on every path: spares registers (ptxas spilled without)
+    if (warp_entries) {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        // Places within the tile's run of each chunk, from shared-memory atomics, one per element. Where most of the
+        // warp shares lane 0's chunk (one hot chunk: Zipf, a narrow bell) those lanes take theirs with one atomic
+        // instead, as same-address atomics of one warp serialise.
+        const uint32_t chunk = key[k] >> 16;  // kNoEntry >> 16 is no chunk
+        const uint32_t lead_chunk = __shfl_sync(0xffffffffu, chunk, 0);
+        const uint32_t with_lead = __ballot_sync(0xffffffffu, chunk == lead_chunk);
+        if (__popc(with_lead) >= kPartitionLeadShare && lead_chunk != (kNoEntry >> 16)) {
+          uint32_t base = 0;
+          if (lane == 0) base = atomicAdd(chunk_fill + chunk, __popc(with_lead));
+          base = __shfl_sync(0xffffffffu, base, 0);
+          rank[k] = chunk == lead_chunk ? base + __popc(with_lead & lanes_below)
+                                        : (key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u);
+        } else {
+          rank[k] = key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u;
+        }
       }
     }
     __syncthreads();  // every element must have its place before the fills are summed
-    detail_partition::exclusive_scan(chunk_fill, chunk_start, s.chunks, warp_sums);
+    // Each chunk's run of the tile is written by the thread that computes its start.
+    detail_partition::exclusive_scan(chunk_fill, chunk_start, s.chunks, warp_sums,
+                                     [&](int c, uint32_t start, uint32_t length) {
+                                       s.runs[int64_t(c) * s.tiles + tile] = (start << 16) | length;
+                                     });
     __syncthreads();  // the chunks' starts must be complete before elements are placed by them
-    for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) {
-      s.runs[int64_t(c) * s.tiles + tile] = (chunk_start[c] << 16) | chunk_fill[c];
-    }
+    // The fills were last read by the scan: zero them for the next tile (its ranks follow the next barrier).
+    for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
+    if (warp_entries) {
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      if (key[k] != kNoEntry) {
-        const uint32_t place = chunk_start[key[k] >> 16] + rank[k];
-        staged[place] = static_cast<uint16_t>(key[k] & 0xffffu);
-        if constexpr (!kCounts) staged_values[place] = add[k];
+      for (int k = 0; k < kPer; ++k) {
+        if (key[k] != kNoEntry) {
+          const uint32_t place = chunk_start[key[k] >> 16] + rank[k];
+          staged[place] = static_cast<uint16_t>(key[k] & 0xffffu);
+          if constexpr (!kCounts) staged_values[place] = add[k];
+        }
       }
     }
     __syncthreads();  // the staged tile must be complete before it is copied out
+    // No barrier after the copy: the next tile places into the staging (and rewrites the starts) only after two more
+    // barriers, which every thread reaches after its share of this copy.
     const uint32_t total = chunk_start[s.chunks];
     const int64_t entry_vectors = (int64_t(total) * 2 + 15) / 16;
     uint4* entries_out = reinterpret_cast<uint4*>(s.entries + tile_first);
@@ -294,9 +343,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
         values_out[v] = reinterpret_cast<const uint4*>(staged_values)[v];
       }
     }
-    __syncthreads();  // the next tile reuses the fills, the starts and the staging
   }
-  cache.flush(p);  // the loop's last barrier follows every add into the cache
+  cache.flush(p);  // the last tile's barriers follow every add into the cache
 }
 
 }  // namespace partition_tier

@@ -29,8 +29,8 @@ const char* plan_status_message(PlanStatus status) {
       return "tier 'partition' holds at most 33521664 bins per row for counts and float32 sums, 16760832 for "
              "float64 and deterministic sums";
     case PlanStatus::kPartitionNotChosen:
-      static_assert(kPartitionAutoMinBins == 4194304, "the message below states kPartitionAutoMinBins");
-      return "the planner takes tier 'partition' only for counts past 4194304 bins";
+      static_assert(kPartitionAutoMinBins == 232448, "the message below states kPartitionAutoMinBins");
+      return "the planner takes tier 'partition' only for counts past 232448 bins";
   }
   return "unknown planning status";
 }
@@ -39,7 +39,7 @@ const char* plan_status_message(PlanStatus status) {
 // in the table's order and the first that fits wins:
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
-//   2. partition - counts past kPartitionAutoMinBins bins (4M: measured, tuning.h), up to its capacity;
+//   2. partition - counts past kPartitionAutoMinBins bins (232448: measured, tuning.h), up to its capacity;
 //   3. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (measured, tuning.h),
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
 //   4. global  - everything else (and, before sm_90, everything beyond tier 1).

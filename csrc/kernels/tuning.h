@@ -54,24 +54,30 @@ constexpr int kPartitionMaxChunks = 1024;
 // lanes share it (fewer: one atomic per lane, whose same-address conflicts are then few).
 constexpr int kPartitionLeadShare = 8;
 // Device workspace of one call (entries, weights, runs, items); the slice is as long as fits. The README states it.
-constexpr int64_t kPartitionWorkspaceBytes = int64_t(64) << 20;
+// Every slice flushes each work item's chunk of bins into the output (about 2 items per block of kernel 3), so fewer,
+// longer slices flush less. Measured on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2026-11-23, 2^28 int32
+// uniform, ms): 24 MiB 1M bins 3.1, 16M bins 5.3; 64 MiB 1.78, 3.52; 256 MiB 1.50, 2.57 (3 slices for 2^28 values).
+constexpr int64_t kPartitionWorkspaceBytes = int64_t(256) << 20;
 constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
 // A work item holds at least this many elements per bin of its chunk, so flushing the chunk costs less than the
 // adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
 constexpr int64_t kPartitionMinItemElementsPerBin = 8;
 constexpr int64_t kPartitionDirectRatio = 8;
-// The planner takes the partition tier for counts past kPartitionAutoMinBins bins. Measured on the H100 80GB HBM3
-// (benchmarks/bench_partition.py, second version of the tier, 2026-11-23; 2^28 int32, median ms, partition / global):
-//   262144:   uniform 1.91 / 3.28, normal 2.08 / 3.23, zipf 2.07 / 3.48, one hot 1.05 / 0.49, sorted 1.49 / 0.73
-//   1048576:  uniform 1.88 / 3.30, normal 2.57 / 3.26, zipf 2.67 / 4.11, one hot 1.06 / 0.49, sorted 1.56 / 0.83
-//   4194304:  uniform 2.11 / 4.48, normal 2.75 / 3.40, zipf 2.86 / 5.62, one hot 1.09 / 0.50, sorted 1.78 / 0.80
-//   16777216: uniform 3.50 / 15.96, normal 3.80 / 11.59, zipf 3.94 / 8.39, one hot 1.24 / 0.53, sorted 1.88 / 0.92
-// As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: up to 4M bins the
-// partition's (one hot / sorted, 2.1-2.2x global) exceeds global's (uniform, 1.5-2.1x the partition), at 16M bins
-// global's (4.6x) exceeds the partition's (2.3x). Weighted sums were not timed, so the plan keeps them on "global".
-constexpr int64_t kPartitionAutoMinBins = int64_t(4) << 20;
-// Kernel 1 takes 0.96 ms of the 1.88 at 1M uniform bins, kernel 3 0.79, kernel 2 0.08 (torch profiler): kernel 1 is
-// bound by its instructions (Nsight Compute: 2.4 IPC, 56% issue slots busy at 1.07 TB/s), see benchmarks/NOTES.md.
+// The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
+// ends on the H100 (kClusterAutoMaxBlocks blocks of 58112 bins). Measured by benchmarks/bench_plan.py on the H100
+// 80GB HBM3 (RESULTS.md "Plan thresholds", third version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
+// global):
+//   262144:   uniform 1.54 / 3.29, normal 1.75 / 3.26, zipf 1.73 / 3.64, one hot 0.72 / 0.49, sorted 0.90 / 0.67
+//   1048576:  uniform 1.47 / 3.29, normal 1.62 / 3.29, zipf 1.91 / 4.05, one hot 0.47 / 0.49, sorted 1.16 / 0.92
+//   4194304:  uniform 1.84 / 4.48, normal 1.81 / 3.40, zipf 1.98 / 5.63, one hot 0.49 / 0.50, sorted 1.44 / 0.81
+//   16777216: uniform 2.56 / 16.0, normal 2.81 / 11.6, zipf 2.86 / 8.33, one hot 0.74 / 0.53, sorted 1.45 / 0.90
+// As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
+// (1.26-1.79x global: sorted, or one hot at 256K) against global's (2.1-6.2x the partition: uniform or Zipf).
+// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.46 (1.95x),
+// the partition's uniform, 1.70 / 0.97 (1.76x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
+// At 4 blocks (cluster 4 forced at 131072: one hot 1.14, uniform 1.23) the partition would win; not yet moved.
+// Weighted sums were not timed, so the plan keeps them on "global".
+constexpr int64_t kPartitionAutoMinBins = 232448;
 
 // ----- Work per block ----------------------------------------------------------------------------------------------
 
