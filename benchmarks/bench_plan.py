@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The measurements behind the planner's thresholds (csrc/kernels/tuning.h): where the cluster tier stops paying.
+"""The measurements behind the planner's thresholds (csrc/kernels/tuning.h): where the cluster tier stops paying and
+where the partition tier starts.
 
     python benchmarks/bench_plan.py [--n N] [--out-dir DIR]
 
@@ -7,11 +8,13 @@ For bin counts from one block's shared memory to past the largest cluster's, on 
 distribution of the suite (uniform, normal, one hot bin, zipf, sorted), it times:
   * tier cluster at the smallest cluster size that holds the bins, one more block, twice as many, and 16 blocks
     (so the cost of every extra block reading the input is visible; a size the device cannot launch shows n/a);
-  * tier cluster_dsmem (the CUDA guide's remote DSMEM adds) at the smallest size, and tier global;
+  * tier cluster_dsmem (the CUDA guide's remote DSMEM adds) at the smallest size, tier partition and tier global;
   * auto, i.e. what the planner picks.
 Every result is checked against torch.bincount first (a mismatch is a FAIL and exit 1). Median ms of CUDA-event
 timings. The verdict line per bin count is the worst case over the distributions of (cluster at its best size) /
-(global): the planner keeps the cluster tier where that is below 1. Writes the "plan" section of RESULTS.md.
+(global): the planner keeps the cluster tier where that is below 1. For the partition tier it gives the worst case of
+partition / global and of global / partition: the planner takes the partition where the first is the smaller.
+Writes the "plan" section of RESULTS.md.
 """
 
 import argparse
@@ -69,7 +72,7 @@ def main() -> int:
         print("no cluster tier on this device / build: nothing to measure")
         return 0
     bins_list = sorted({shared + 1, 65536, 2 * shared, 131072, 3 * shared, 262144, 393216, 524288, 786432,
-                        16 * shared, 1048576, largest, largest + 1, 4194304})
+                        16 * shared, 1048576, largest, largest + 1, 4194304, 16777216})
     rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
     todo = [(bins, d) for bins in bins_list for d in DISTRIBUTIONS]
@@ -80,6 +83,7 @@ def main() -> int:
         cells: Dict[str, Tuple[Optional[float], str]] = {}
         cells["auto"] = timed(lambda: torch_dsmhist.histogram(x, bins), reference, args.reps)
         cells["global"] = timed(forced("global", x, bins), reference, args.reps)
+        cells["partition"] = timed(forced("partition", x, bins), reference, args.reps)
         smallest = -(-bins // shared)  # blocks of the smallest cluster that holds the bins
         if smallest <= 16:
             cells["cluster_dsmem"] = timed(forced("cluster_dsmem", x, bins, cluster_size=smallest), reference, args.reps)
@@ -99,7 +103,9 @@ def main() -> int:
               f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
               f"first run took over 100 ms). One block holds {shared} bins; the largest cluster {largest}.",
               "- `cluster k`: tier cluster forced to k blocks. `best/global`: the best cluster size over global atomics, "
-              "worst distribution; the planner uses the cluster tier where it is below 1.", ""]
+              "worst distribution; the planner uses the cluster tier where it is below 1. `partition / global` and "
+              "`global / partition`: each tier's worst distribution against the other; the planner takes the partition "
+              "tier past the bins where the first is the smaller (kPartitionAutoMinBins).", ""]
     verdicts = []
     for bins in bins_list:
         body = []
@@ -108,7 +114,7 @@ def main() -> int:
             for name in rows[(bins, d)]:
                 if name not in names:
                     names.append(name)
-        worst = None
+        worst = partition_worst = global_worst = None
         for d in DISTRIBUTIONS:
             cells = rows[(bins, d)]
             body.append([d] + [fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else
@@ -118,11 +124,17 @@ def main() -> int:
             if clusters and g:
                 ratio = min(clusters) / g
                 worst = ratio if worst is None else max(worst, ratio)
-        verdicts.append((bins, worst))
+            part = cells["partition"][0]
+            if part and g:
+                partition_worst = part / g if partition_worst is None else max(partition_worst, part / g)
+                global_worst = g / part if global_worst is None else max(global_worst, g / part)
+        verdicts.append((bins, worst, partition_worst, global_worst))
         lines += [f"## {bins} bins" + (f" — best cluster / global, worst distribution: {worst:.2f}" if worst else ""),
                   ""] + md_table(["distribution"] + names, body)
-    lines += ["## Verdict", ""] + md_table(["bins", "best cluster / global (worst distribution)"],
-                                           [[str(b), f"{w:.2f}" if w else "—"] for b, w in verdicts])
+    ratio = lambda r: f"{r:.2f}" if r else "—"
+    lines += ["## Verdict", ""] + md_table(
+        ["bins", "best cluster / global (worst distribution)", "partition / global (worst)", "global / partition (worst)"],
+        [[str(b), ratio(w), ratio(pw), ratio(gw)] for b, w, pw, gw in verdicts])
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py`."]
     section = "\n".join(lines) + "\n"
     write_results_section(SECTION, section, args.out_dir)
