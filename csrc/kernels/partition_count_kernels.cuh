@@ -176,20 +176,23 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
             high = middle;
           }
         }
-        int r1 = low;
-        while (r1 + 1 < int(blockDim.x) && vector_firsts[r1 + 1] <= v0 + 1u) ++r1;
-        const uint32_t run0 = batch_runs[low], run1 = batch_runs[r1];
-        const uint32_t first0 = run0 >> 16, stop0 = first0 + (run0 & 0xffffu);
-        const uint32_t first1 = run1 >> 16, stop1 = first1 + (run1 & 0xffffu);
-        const uint32_t vector0 = first0 / 8u + (v0 - vector_firsts[low]);
-        const uint32_t vector1 = first1 / 8u + (v0 + 1u - vector_firsts[r1]);
-        const int64_t tile0 = batch + low, tile1 = batch + r1;
-        const bool has0 = v0 < total, has1 = v0 + 1u < total;
-        uint4 a = make_uint4(0u, 0u, 0u, 0u), b = make_uint4(0u, 0u, 0u, 0u);
-        if (has0) a = vectors[tile0 * (kTile / 8) + vector0];
-        if (has1) b = vectors[tile1 * (kTile / 8) + vector1];
-        add_vector(a, tile0, vector0, first0, has0 ? stop0 : first0);
-        add_vector(b, tile1, vector1, first1, has1 ? stop1 : first1);
+        // Both vectors are loaded before either is counted. The second may lie in a later run (empty runs between).
+        uint4 raw[2];
+        uint32_t first[2], stop[2], vector[2];
+        int64_t tile[2];
+        int run = low;
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const uint32_t v = v0 + uint32_t(u);
+          while (run + 1 < int(blockDim.x) && vector_firsts[run + 1] <= v) ++run;
+          first[u] = batch_runs[run] >> 16;
+          stop[u] = v < total ? first[u] + (batch_runs[run] & 0xffffu) : first[u];  // past the end: nothing
+          vector[u] = first[u] / 8u + (v - vector_firsts[run]);
+          tile[u] = batch + run;
+          raw[u] = v < total ? vectors[tile[u] * (kTile / 8) + vector[u]] : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) add_vector(raw[u], tile[u], vector[u], first[u], stop[u]);
       }
       __syncthreads();  // every thread is done with the batch's runs before they are replaced
     }
