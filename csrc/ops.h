@@ -12,7 +12,7 @@ namespace dsmhist {
 #ifdef DSMHIST_WITH_CUDA
 // [tier (a Tier value, common/tiers.h), cluster_size, shared_bytes_per_block, threads_per_block, bins_per_block]
 // for a CUDA device, then what the launch of a call of `rows` rows of `row_length` elements uses (one histogram, or
-// one per row when `batched`): [threads, cluster_size, grid], all 0 when rows is 0 (no call given).
+// one per row when `batched`): [threads, cluster_size, grid, shared_bytes], all 0 when rows is 0 (no call given).
 std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarType input_dtype,
                                std::optional<at::ScalarType> weight_dtype, int64_t rows, int64_t row_length,
                                bool batched);

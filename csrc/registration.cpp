@@ -56,9 +56,9 @@ std::tuple<std::vector<std::string>, c10::List<bool>, c10::List<bool>> tiers_op(
 }
 
 // (tier name, cluster_size, shared_bytes_per_block, threads_per_block, bins_per_block) of the plan, then (threads,
-// cluster_size, grid) of the launch of a call of `rows` rows of `row_length` elements (batched: one histogram per
-// row), zeros when rows is 0; tier "cpu" and zeros on the CPU.
-using PlanTuple = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// cluster_size, grid, shared_bytes) of the launch of a call of `rows` rows of `row_length` elements (batched: one
+// histogram per row), zeros when rows is 0; tier "cpu" and zeros on the CPU.
+using PlanTuple = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 PlanTuple plan_op(int64_t bins, c10::Device device, at::ScalarType input_dtype,
                   std::optional<at::ScalarType> weight_dtype, int64_t rows, int64_t row_length, bool batched) {
   TORCH_CHECK_VALUE(bins > 0, "dsmhist.plan: bins must be > 0, got ", bins);
@@ -67,12 +67,13 @@ PlanTuple plan_op(int64_t bins, c10::Device device, at::ScalarType input_dtype,
   input_type_of(input_dtype, "dtype", "dsmhist.plan");
   TORCH_CHECK_VALUE(!weight_dtype.has_value() || at::isFloatingType(*weight_dtype),
                     "dsmhist.plan: weight_dtype must be floating, got ", *weight_dtype);
-  if (device.is_cpu()) return {"cpu", 0, 0, 0, 0, 0, 0, 0};
+  if (device.is_cpu()) return {"cpu", 0, 0, 0, 0, 0, 0, 0, 0};
   TORCH_CHECK_VALUE(device.is_cuda(), "dsmhist.plan: device must be cpu or cuda, got ", device);
 #ifdef DSMHIST_WITH_CUDA
   const std::vector<int64_t> plan = plan_cuda(bins, device.has_index() ? device.index() : -1, input_dtype,
                                              weight_dtype, rows, row_length, batched);
-  return {tier_name(static_cast<Tier>(plan[0])), plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7]};
+  return {tier_name(static_cast<Tier>(plan[0])), plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7],
+          plan[8]};
 #else
   TORCH_CHECK(false, "dsmhist.plan: this build of torch_dsmhist has no CUDA support (built CPU-only)");
 #endif
@@ -231,7 +232,7 @@ TORCH_LIBRARY(dsmhist, m) {
   // Introspection and test hooks (not part of the public contract; the Python package wraps them).
   m.def(
       "_plan(int bins, Device device, ScalarType dtype, ScalarType? weight_dtype=None, int rows=0, int row_length=0, "
-      "bool batched=False) -> (str, int, int, int, int, int, int, int)",
+      "bool batched=False) -> (str, int, int, int, int, int, int, int, int)",
       &plan_op);
   m.def("_tiers() -> (str[], bool[], bool[])", &tiers_op);
   m.def("_set_tier_override(str tier, int cluster_size=0, int max_cluster_size=0) -> ()", &set_tier_override);

@@ -1,13 +1,14 @@
 """Count paths on CUDA that only some data reaches, checked exactly against an independent reference: hot bins at the
 edges of the cluster tier's per-block bin ranges (a block's first and last bin, past 2^16 counts), the global tier's
 run merging and per-block cache of hot bins (two hot bins sharing a cache slot, batched rows sharing the cache), and
-small 1-D calls, which run as one cluster that sums its blocks' bins through DSMEM and stores the output itself.
-Skipped without a GPU."""
+small 1-D calls, which run as one cluster that sums its blocks' bins through DSMEM and stores the output itself, and
+1-byte inputs, which tier "shared" counts per byte value (lane-striped tallies) and bins at each flush. Skipped
+without a GPU."""
 
 import pytest
 import torch
 from conftest import CUDA_OK, CUDA_SKIP_REASON
-from helpers import cluster_available, max_cluster_size, reference_histogram, shared_capacity
+from helpers import cluster_available, make_index_values, max_cluster_size, reference_histogram, shared_capacity
 
 import torch_dsmhist
 
@@ -153,3 +154,47 @@ def test_small_calls_in_one_launch(n, gen):
         torch.use_deterministic_algorithms(False)
     assert torch.equal(first, second)
     torch.testing.assert_close(first.cpu(), reference_histogram(x, bins, weight=w), rtol=1e-12, atol=1e-9)
+
+
+TALLY_MIN_ITEM = 2 * 256 * 32  # kByteTallyMinItemElements (csrc/kernels/tuning.h)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8])
+@pytest.mark.parametrize("distribution", ["uniform", "one_hot", "sorted", "two_edges"])
+def test_byte_tallies(dtype, distribution, gen):
+    """1-byte counts in work items long enough for the byte tallies (and just too short for them), every binning
+    rule (index, clamp, a range, a range with clamp, bins past the 256 values), 1-D and batched, strided and
+    misaligned, histogram_add_, against the CPU reference."""
+    assert torch_dsmhist.plan(256, dtype=dtype, n=1 << 24).shared_bytes_per_block == 256 * 4 + 256 * 32 * 4
+    for n in (65537, 3 * TALLY_MIN_ITEM - 1, 3_000_017):
+        x = make_index_values(n + 1, 256, dtype, distribution, gen)
+        xc = x.cuda()[1:]  # misaligned by one element
+        x = x[1:]
+        for bins, lo, hi, rule in ((256, None, None, "ignore"), (100, None, None, "clamp"), (7, -5.0, 90.5, "ignore"),
+                                   (250, -100.0, 60.0, "clamp"), (1000, None, None, "ignore")):
+            expected = reference_histogram(x, bins, lo, hi, out_of_range=rule)
+            for tier in ("auto", "shared"):
+                with torch_dsmhist.force_tier(tier):
+                    got = torch_dsmhist.histogram(xc, bins, lo, hi, out_of_range=rule)
+                assert torch.equal(got.cpu(), expected), (n, bins, lo, hi, rule, tier)
+            hist = torch.full((bins,), 3, dtype=torch.int32, device="cuda")
+            torch_dsmhist.histogram_add_(hist, xc, lo, hi, out_of_range=rule)
+            assert torch.equal(hist.cpu(), expected.int() + 3), (n, bins, rule, "histogram_add_")
+        strided = xc[::3]
+        assert torch.equal(torch_dsmhist.histogram(strided, 256).cpu(), reference_histogram(x[::3], 256)), n
+    # Batched: long rows tally, short rows count per bin; both against the reference, row by row.
+    for rows, length in ((3, 4 * TALLY_MIN_ITEM + 5), (2000, 301)):
+        x = make_index_values(rows * length, 256, dtype, distribution, gen).view(rows, length)
+        expected = torch.stack([reference_histogram(row, 200, -20.0, 180.0, out_of_range="clamp") for row in x])
+        got = torch_dsmhist.batched_histogram(x.cuda(), 200, -20.0, 180.0, out_of_range="clamp")
+        assert torch.equal(got.cpu(), expected), (rows, length)
+    short = torch_dsmhist.plan(256, dtype=dtype, rows=2000, row_length=301)
+    assert short.shared_bytes_per_block == 256 * 4
+
+
+def test_byte_tallies_one_hot_value_in_long_input(gen):
+    """One hot byte value over 40M elements: every lane's copy of its tally grows, and the merge sums 32 copies."""
+    x = torch.full((40_000_003,), 200, dtype=torch.uint8)
+    x[torch.randint(0, x.numel(), (1000,), generator=gen)] = 7
+    expected = reference_histogram(x, 256)
+    assert torch.equal(torch_dsmhist.histogram(x.cuda(), 256).cpu(), expected)

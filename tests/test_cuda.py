@@ -112,6 +112,29 @@ def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
             assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, distribution)
 
 
+def test_plan_takes_global_for_few_elements_per_bin(gen):
+    """The automatic plan's rules for a given call (tuning.h): 16384 bins or more with fewer than 32 elements a bin
+    take tier "global" (tiers shared and cluster decline), and tier "partition" needs 2^23 elements; a call without
+    n is planned as a large one. The planned calls are right on adversarial data at each boundary."""
+    cluster = "cluster" if cluster_available() else "global"
+    cases = [(8192, 10, "shared"), (16384, 32 * 16384 - 1, "global"), (16384, 32 * 16384, "shared"),
+             (65536, 32 * 65536 - 1, "global"), (65536, 32 * 65536, cluster),
+             (1 << 20, (1 << 23) - 1, "global"), (1 << 20, 1 << 23, "partition")]
+    for bins, n, tier in cases:
+        assert torch_dsmhist.plan(bins, n=n).tier == tier, (bins, n)
+    assert torch_dsmhist.plan(65536).tier == cluster  # no call given: a large one
+    # Batched: the elements of a row are what one histogram gets.
+    assert torch_dsmhist.plan(65536, rows=64, row_length=32 * 65536 - 1).tier == "global"
+    assert torch_dsmhist.plan(65536, rows=2, row_length=32 * 65536).tier == cluster
+    for bins, n, _ in cases[1:5]:
+        for distribution in DISTRIBUTIONS:
+            x = make_index_values(n, bins, torch.int32, distribution, gen).cuda()
+            assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, n, distribution)
+    rows = make_index_values(3 * 20001, 65536, torch.int64, "uniform", gen).view(3, 20001).cuda()
+    expected = torch.stack([reference_histogram(row, 65536) for row in rows])
+    assert torch.equal(torch_dsmhist.batched_histogram(rows, 65536).cpu(), expected)
+
+
 def test_plan_of_a_call_reports_its_launch():
     """plan(n=...) / plan(rows=..., row_length=...) report what that call's launch uses (the tier's shape function),
     where the plan alone reports a large 1-D call's shape."""
@@ -136,7 +159,7 @@ def test_plan_of_a_call_reports_its_launch():
     # The cluster tier's launch: clusters of the plan's size.
     if cluster_available():
         bins = 3 * shared_capacity()
-        clustered = torch_dsmhist.plan(bins, n=1 << 22)
+        clustered = torch_dsmhist.plan(bins, n=1 << 24)
         assert clustered.tier == "cluster" and clustered.cluster_size == torch_dsmhist.plan(bins).cluster_size
         assert clustered.grid_blocks % clustered.cluster_size == 0
     with torch_dsmhist.force_tier("global"):

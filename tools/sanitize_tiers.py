@@ -66,6 +66,28 @@ def cases(gen: torch.Generator):
                    reference_histogram(f, bins, -0.5, 0.5, weight=w.float()))
 
 
+def byte_tally_cases(gen: torch.Generator):
+    """Tier shared's byte tallies (counts of uint8 / int8 in work items of 16384 elements or more): 1-D misaligned,
+    a range with clamp, histogram_add_, long batched rows, a hot value."""
+    for dtype in (torch.uint8, torch.int8):
+        x = make_index_values(70001, 256, dtype, "uniform", gen).cuda()
+        label = f"shared byte tallies {str(dtype)[6:]}"
+        yield (f"{label} histogram misaligned", "shared", None, lambda d=x[1:]: torch_dsmhist.histogram(d, 256),
+               reference_histogram(x[1:], 256))
+        kwargs = dict(min=-20.0, max=99.5, out_of_range="clamp")
+        yield (f"{label} histogram range clamp", "shared", None, lambda: torch_dsmhist.histogram(x, 37, **kwargs),
+               reference_histogram(x, 37, **kwargs))
+        hist = torch.ones(300, dtype=torch.int32, device="cuda")
+        yield (f"{label} histogram_add_", "shared", None, lambda h=hist: torch_dsmhist.histogram_add_(h, x),
+               1 + reference_histogram(x, 300, dtype=torch.int32))
+        rows = x[:70000].reshape(2, 35000)
+        yield (f"{label} batched 2 long rows", "shared", None, lambda: torch_dsmhist.batched_histogram(rows, 256),
+               torch.stack([reference_histogram(r, 256) for r in rows.cpu()]))
+        hot = torch.full((65537,), 9, dtype=dtype, device="cuda")
+        yield (f"{label} one hot value", "shared", None, lambda: torch_dsmhist.histogram(hot, 256),
+               reference_histogram(hot, 256))
+
+
 def boundary_cases(gen: torch.Generator):
     """Tails and boundaries: lengths around the 16-byte vector width at misaligned starts, in every tier; bin counts
     at the edge of one block's shared memory; clusters whose every block is (nearly) full."""
@@ -155,8 +177,8 @@ def main() -> int:
     gen = torch.Generator().manual_seed(1234)
     failures = 0
     count = 0
-    for name, tier, size, call, expected in itertools.chain(cases(gen), boundary_cases(gen), bin_index_cases(gen),
-                                                          edges_cases(gen)):
+    for name, tier, size, call, expected in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
+                                                          bin_index_cases(gen), edges_cases(gen)):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue
         with torch_dsmhist.force_tier(tier, size):

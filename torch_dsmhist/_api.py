@@ -180,7 +180,8 @@ class Plan:
 
     Attributes:
         tier: ``"shared"`` (block-private shared memory), ``"cluster"`` (bins split across the shared memory of a
-            thread block cluster's blocks, each counting its own bin range), ``"global"`` (global-memory atomics),
+            thread block cluster's blocks, each counting its own bin range), ``"partition"`` (values grouped by
+            chunk of bins, each chunk counted in one block's shared memory), ``"global"`` (global-memory atomics),
             ``"cluster_dsmem"`` (only when forced: the CUDA guide's remote adds through distributed shared memory)
             or ``"cpu"``.
         cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU).
@@ -191,11 +192,13 @@ class Plan:
         grid_blocks: blocks in the grid of the call :func:`plan` was given (``n``, or ``rows`` and ``row_length``);
             ``None`` when it was given none, or on the CPU.
 
-    Given a call, ``cluster_size``, ``threads_per_block`` and ``grid_blocks`` are what that call's launch uses (all
-    0 for an empty call: nothing is launched). Without one, ``cluster_size`` and ``threads_per_block`` are what a
-    large 1-D call (more than 65536 elements) launches; tier ``"shared"`` reshapes two kinds of call: a small 1-D
-    call runs as one cluster of up to 8 blocks that sums their bins through distributed shared memory, and a
-    batched call with short rows gets smaller blocks.
+    Given a call, ``tier`` is that call's (the planner takes ``"global"`` for 16384 bins or more with fewer than 32
+    elements a bin, and ``"partition"`` only from 2^23 elements a histogram), and ``cluster_size``,
+    ``shared_bytes_per_block``, ``threads_per_block`` and ``grid_blocks`` are what its launch uses (all 0 for an
+    empty call: nothing is launched). Without one, they are what a large 1-D call (more than 65536 elements) gets.
+    Tier ``"shared"`` reshapes three kinds of call: a small 1-D call runs as one cluster of up to 8 blocks that sums
+    their bins through distributed shared memory, a batched call with short rows gets smaller blocks, and 1-byte
+    input counted in work items too short for its 32 KB of byte-value tallies goes without them.
     """
 
     tier: str
@@ -234,13 +237,13 @@ def plan(
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
-    (tier, cluster, shared, threads, per_block, launch_threads, launch_cluster,
-     launch_grid) = torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype, call_rows, call_length, batched)
+    (tier, cluster, shared, threads, per_block, launch_threads, launch_cluster, launch_grid,
+     launch_shared) = torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype, call_rows, call_length, batched)
     given = device.type == "cuda" and (n is not None or rows is not None)
     return Plan(
         tier=tier,
         cluster_size=launch_cluster if given else cluster,
-        shared_bytes_per_block=shared,
+        shared_bytes_per_block=launch_shared if given else shared,
         threads_per_block=launch_threads if given else threads,
         bins_per_block=per_block,
         device=device,

@@ -106,6 +106,9 @@ struct HistogramParams : InputDescription {
   // part of one 1-D histogram into block-private bins; at the end each block sums a share of the bins over every
   // block's shared memory (DSMEM) and stores it, so a small call is one launch with no zeroing of the output.
   bool reduce_through_dsmem = false;
+  // Set by the launcher, tier "shared" only: a 1-byte input is counted per byte value into lane-striped tallies
+  // (kByteTallyBytes of shared memory before the bins), which each flush bins into the block's bins first.
+  bool tally_byte_values = false;
   // Cluster tiers only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
   DeterministicScratch deterministic;

@@ -16,10 +16,13 @@ namespace dsmhist {
 
 namespace {
 
-PlanRequest make_request(int device, int64_t bins, InputType input_type, AccKind acc) {
+// `elements_per_histogram`: see PlanRequest (the default: a large call).
+PlanRequest make_request(int device, int64_t bins, InputType input_type, AccKind acc,
+                         int64_t elements_per_histogram = INT64_MAX) {
   PlanRequest request;
   request.device = device;
   request.bins = bins;
+  request.elements_per_histogram = elements_per_histogram;
   request.input_type = input_type;
   request.acc = acc;
   request.forced_tier = tier_override().tier;
@@ -60,7 +63,8 @@ struct CudaBackend {
 
   static void histogram(const char* op, const HistogramArgs& args, HistogramParams& p, const at::Tensor& input) {
     const c10::cuda::CUDAGuard guard(input.device());
-    const PlanRequest request = make_request(input.get_device(), p.bins, args.input_type, args.acc);
+    const PlanRequest request = make_request(input.get_device(), p.bins, args.input_type, args.acc,
+                                             p.output_row_stride == 0 ? p.elements() : p.row_length);
     const HistogramPlan plan = plan_or_throw(op, request);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     at::Tensor range_keys;  // the data's finite min and max, found on the device
@@ -119,7 +123,8 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   const PlanRequest request =
       make_request(static_cast<int>(device), bins, input_type_of(input_dtype, "dtype", "dsmhist.plan"),
-                   acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat));
+                   acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),
+                   rows == 0 ? INT64_MAX : batched ? row_length : rows * row_length);
   const HistogramPlan plan = plan_or_throw("dsmhist.plan", request);
   LaunchReport launch;
   if (rows > 0) {
@@ -132,7 +137,7 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
     C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
   }
   return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block,
-          launch.threads, launch.cluster_size, launch.grid};
+          launch.threads, launch.cluster_size, launch.grid, launch.shared_bytes};
 }
 
 TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) { register_op_bodies<CudaBackend>(m); }

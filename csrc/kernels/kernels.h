@@ -31,8 +31,8 @@ KernelSet kernel_set_for(AccKind acc);
 // The kernels of an input type and accumulator (any type of the dtype table).
 KernelSet kernels_for(InputType type, AccKind acc);
 
-// What to plan for: the device, the bin count, the accumulator and an optional forced tier / cluster size. The plan
-// depends on bins and accumulator only; how rows are cut into work items is decided per launch.
+// What to plan for: the device, the bin count, the accumulator, how many elements a histogram gets, and an optional
+// forced tier / cluster size. How rows are cut into work items is decided per launch.
 struct PlanRequest {
   int device = 0;
   int64_t bins = 0;
@@ -41,12 +41,17 @@ struct PlanRequest {
   Tier forced_tier = Tier::kAuto;
   int forced_cluster_size = 0;  // 0: the planner chooses
   int max_cluster_size = 0;     // > 0: treat larger clusters as unlaunchable (tests: a device that cannot run 16)
+  // Elements that add into one histogram: all of a 1-D call's, a row of a batched call. The default stands for a
+  // large call (what plan() reports when it is given none). The automatic plan takes tier "global" when they are
+  // few per bin (few_elements_per_bin, tier_host.h), and tier "partition" only for many.
+  int64_t elements_per_histogram = INT64_MAX;
 };
 
 // The strategy for one call: tier, cluster size, shared memory per block and threads per block. These are what a
-// 1-D call with more than kSmallCallMaxElements elements launches; two launches reshape per call (the tier's shape
-// function): tier "shared" runs a small 1-D call as one cluster of up to kSmallCallMaxBlocks blocks, and gives the
-// rows of a batched call blocks of fewer threads when they are short. describe_launch reports a given call's shape.
+// 1-D call with more than kSmallCallMaxElements elements launches; three launches reshape per call (the tier's shape
+// function): tier "shared" runs a small 1-D call as one cluster of up to kSmallCallMaxBlocks blocks, gives the
+// rows of a batched call blocks of fewer threads when they are short, and leaves out a 1-byte input's byte tallies
+// (kByteTallyBytes) where its work items are too short for them. describe_launch reports a given call's shape.
 struct HistogramPlan {
   Tier tier = Tier::kGlobal;
   int cluster_size = 1;
@@ -63,7 +68,8 @@ enum class PlanStatus : int32_t {
   kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
   kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
   kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
-  kPartitionNotChosen       // the planner takes tier "partition" only for counts past kPartitionAutoMinBins bins
+  kPartitionNotChosen,      // the planner takes tier "partition" only for counts past kPartitionAutoMinBins bins
+  kFewElementsPerBin        // the planner takes tier "global" for many bins with few elements each
 };
 
 const char* plan_status_message(PlanStatus status);
@@ -88,13 +94,14 @@ cudaError_t launch_finite_range(const RangeParams& p, const PlanRequest& request
 cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
 
 // What the launch of a call of p under `plan` uses (the planned tier's shape function, as launch_histogram asks
-// it): threads per block, blocks per cluster (1: no clusters) and blocks in the grid; all 0 for a call with no
-// elements (nothing is launched). p needs only its shape (rows, row_length, output_row_stride, strides): no pointer
+// it): threads per block, blocks per cluster (1: no clusters), blocks in the grid and dynamic shared memory per
+// block; all 0 for a call with no elements (nothing is launched). p needs only its shape (rows, row_length, output_row_stride, strides): no pointer
 // is read. Like a launch, it may raise the kernel's shared-memory limits first (device_caps.h).
 struct LaunchReport {
   int threads = 0;
   int cluster_size = 0;
   int64_t grid = 0;
+  int64_t shared_bytes = 0;
 };
 cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
                             LaunchReport* report);

@@ -28,6 +28,7 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
   const TierUnit& unit = tier_unit(plan.tier);
   if (unit.custom.launch != nullptr) return unit.custom.launch(p, ctx, plan, acc, zero_unstored_output, stream);
   LaunchShape shape;
+  shape.shared_bytes = plan.shared_bytes;
   cudaError_t err = unit.shape(p, ctx, plan, acc, may_store, &shape);
   if (err != cudaSuccess) return err;
   if (zero_unstored_output && !shape.store_rows) {
@@ -40,17 +41,18 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
   params.store_rows = shape.store_rows;
   params.flush_each_item = shape.flush_each_item;
   params.reduce_through_dsmem = shape.reduce_through_dsmem;
+  params.tally_byte_values = shape.tally_byte_values;
   params.bins_per_block = plan.bins_per_block;
   void* args[] = {&params};
   const void* kernel = kernels.tier_kernel(plan.tier);
   if (shape.cluster_dim > 0) {
     cudaLaunchAttribute attribute;
     const cudaLaunchConfig_t config =
-        cluster_launch_config(shape.grid, shape.cluster_dim, shape.threads, plan.shared_bytes, stream, &attribute);
+        cluster_launch_config(shape.grid, shape.cluster_dim, shape.threads, shape.shared_bytes, stream, &attribute);
     return cudaLaunchKernelExC(&config, kernel, args);
   }
   return cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(shape.grid)), dim3(shape.threads), args,
-                          static_cast<size_t>(plan.shared_bytes), stream);
+                          static_cast<size_t>(shape.shared_bytes), stream);
 }
 
 namespace {
@@ -74,9 +76,11 @@ cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request
   if (p.elements() == 0) return cudaSuccess;
   return ask_planned_tier(request, [&](const TierContext& ctx) {
     LaunchShape shape;
+    shape.shared_bytes = plan.shared_bytes;
     const cudaError_t err = tier_unit(plan.tier).shape(p, ctx, plan, request.acc, /*may_store=*/true, &shape);
     if (err != cudaSuccess) return err;
     report->threads = shape.threads;
+    report->shared_bytes = shape.shared_bytes;
     report->cluster_size = shape.cluster_dim > 0 ? shape.cluster_dim : 1;
     report->grid = shape.grid;
     return cudaSuccess;

@@ -29,8 +29,13 @@ const char* plan_status_message(PlanStatus status) {
       return "tier 'partition' holds at most 33521664 bins per row for counts and float32 sums, 16760832 for "
              "float64 and deterministic sums";
     case PlanStatus::kPartitionNotChosen:
-      static_assert(kPartitionAutoMinBins == 232448, "the message below states kPartitionAutoMinBins");
-      return "the planner takes tier 'partition' only for counts past 232448 bins";
+      static_assert(kPartitionAutoMinBins == 232448 && kPartitionAutoMinElements == (int64_t(1) << 23),
+                    "the message below states kPartitionAutoMinBins and kPartitionAutoMinElements");
+      return "the planner takes tier 'partition' only for counts past 232448 bins, 2^23 elements or more";
+    case PlanStatus::kFewElementsPerBin:
+      static_assert(kFewElementsPerBin == 32 && kFewElementsMinBins == 16384,
+                    "the message below states kFewElementsPerBin and kFewElementsMinBins");
+      return "the planner takes tier 'global' for 16384 bins or more with fewer than 32 elements per bin";
   }
   return "unknown planning status";
 }
@@ -39,9 +44,11 @@ const char* plan_status_message(PlanStatus status) {
 // in the table's order and the first that fits wins:
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
-//   2. partition - counts past kPartitionAutoMinBins bins (232448: measured, tuning.h), up to its capacity;
+//   2. partition - counts past kPartitionAutoMinBins bins (232448) of at least kPartitionAutoMinElements elements
+//                (2^23) a histogram (both measured, tuning.h), up to its capacity;
 //   3. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (measured, tuning.h),
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
+//      (1 and 3 decline 16384 bins or more with fewer than 32 elements a bin: few_elements_per_bin, tuning.h)
 //   4. global  - everything else (and, before sm_90, everything beyond tier 1).
 PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error) {
   *cuda_error = cudaSuccess;

@@ -1,12 +1,15 @@
 // Tier "shared": every block keeps all bins in its own shared memory (a block-private copy) and flushes them once;
 // a persistent grid over the work items. Small 1-D calls take another path of the same kernel: one cluster of up to
 // kSmallCallMaxBlocks blocks whose private copies are summed through DSMEM and stored, one launch with no zeroing.
+// Counts of a 1-byte input with long enough work items count byte values first (tallies, tuning.h), binned at each
+// flush.
 #pragma once
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "policies.cuh"
 #include "tier_host.h"
@@ -15,25 +18,69 @@
 namespace dsmhist {
 namespace block_private_tier {
 
+// Whether the kernel of T and Policy has the byte-tally path: counts of a 1-byte input.
+template <typename T, typename Policy>
+constexpr bool kMayTallyBytes = sizeof(T) == 1 && std::is_same<Policy, detail::CountPolicy>::value;
+
+// Sums the lane copies of each byte value's tally (zeroing them) and adds it into the value's bin: one warp per
+// value at a time, each lane reading its own bank.
+template <typename T>
+__device__ __forceinline__ void merge_byte_tallies(uint32_t* tally, uint32_t* bins, const Binner<T>& binner) {
+  const int lane = threadIdx.x % kByteTallyLanes;
+  for (int value = threadIdx.x / kByteTallyLanes; value < 256; value += blockDim.x / kByteTallyLanes) {
+    uint32_t* slot = tally + value * kByteTallyLanes + lane;
+    const uint32_t count = __reduce_add_sync(0xffffffffu, *slot);
+    *slot = 0u;
+    if (lane != 0 || count == 0u) continue;
+    const int64_t bin = binner(static_cast<T>(static_cast<uint8_t>(value)));
+    if (bin >= 0) atomicAdd(bins + bin, count);
+  }
+}
+
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
-  Acc* bins = detail::shared_bins<Acc>();
+  const bool tallying = kMayTallyBytes<T, Policy> && p.tally_byte_values;
+  uint32_t* tally = detail::shared_bins<uint32_t>();
+  Acc* bins = detail::shared_bins<Acc>() + (tallying ? kByteTallyBytes / sizeof(Acc) : 0);
   detail::zero_bins(bins, p.bins);
+  if (tallying) detail::zero_bins(tally, kByteTallyWords);
   __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
   const Binner<T> binner(p);
-  detail::for_each_item<T>(
-      p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
-      [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
-        const int64_t bin = binner(value);
-        if (bin < 0) return;
-        const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
-        if (add != Acc(0)) Policy::add_shared(bins + bin, add);
-      },
-      [] { __syncthreads(); },
-      [&](int64_t row) {
-        if (!p.reduce_through_dsmem) detail::flush_bins<Policy>(p, bins, row, 0, p.bins);
-      });
+  const auto flush = [&](int64_t row) {
+    if (!p.reduce_through_dsmem) detail::flush_bins<Policy>(p, bins, row, 0, p.bins);
+  };
+  const auto count_bins = [&] {
+    detail::for_each_item<T>(
+        p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+        [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
+          const int64_t bin = binner(value);
+          if (bin < 0) return;
+          const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
+          if (add != Acc(0)) Policy::add_shared(bins + bin, add);
+        },
+        [] { __syncthreads(); }, flush);
+  };
+  if constexpr (kMayTallyBytes<T, Policy>) {
+    if (tallying) {
+      uint32_t* lane_tally = tally + threadIdx.x % kByteTallyLanes;
+      detail::for_each_item<T>(
+          p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+          [&](const detail::ItemSpan<T>&, T value, int64_t) {
+            atomicAdd(lane_tally + uint32_t(static_cast<uint8_t>(value)) * kByteTallyLanes, 1u);
+          },
+          [] { __syncthreads(); },
+          [&](int64_t row) {
+            merge_byte_tallies<T>(tally, bins, binner);
+            __syncthreads();  // every value's count must be in its bin before the bins are flushed
+            flush(row);
+          });
+    } else {
+      count_bins();
+    }
+  } else {
+    count_bins();
+  }
   if constexpr (Policy::kMayStore) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (p.reduce_through_dsmem) {
@@ -53,36 +100,50 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   }
 }
 
-// Fits when every bin fits one block's opt-in shared memory (227 KB on H100: 58112 32-bit counters).
-inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
+// Whether the plan holds byte tallies beside the bins: counts of a 1-byte input whose bins leave kByteTallyBytes of
+// the block's opt-in shared memory.
+inline bool plans_byte_tallies(const TierContext& ctx) {
+  const InputType type = ctx.request.input_type;
+  return (type == InputType::kUInt8 || type == InputType::kInt8) && ctx.request.acc == AccKind::kCount &&
+         ctx.request.bins * 4 + kByteTallyBytes <= ctx.caps.shared_optin;
+}
+
+// Fits when every bin fits one block's opt-in shared memory (227 KB on H100: 58112 32-bit counters). The plan's
+// shared memory is a large 1-D call's: the bins, and the byte tallies where they fit.
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
   const int64_t acc_bytes = accumulator_bytes(ctx.request.acc);
   if (ctx.request.bins > ctx.caps.shared_optin / acc_bytes) return PlanStatus::kSharedTooSmall;
+  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
   plan->tier = Tier::kShared;
   plan->cluster_size = 1;
   plan->threads = kBlockThreads;
   plan->bins_per_block = ctx.request.bins;
-  plan->shared_bytes = ctx.request.bins * acc_bytes;
+  plan->shared_bytes = ctx.request.bins * acc_bytes + (plans_byte_tallies(ctx) ? kByteTallyBytes : 0);
   return PlanStatus::kOk;
 }
 
 // Block size. One histogram (1-D ops): the plan's full blocks, flushed once each. One histogram per row (batched):
 // blocks just big enough for a row at kMinElementsPerThread each, so many short rows run in many small blocks at
-// once, but never so small that shared memory caps the SM below full occupancy.
-inline int block_threads(const HistogramParams& p, const DeviceCaps& caps, const HistogramPlan& plan) {
+// once, but never so small that shared memory (`bins_bytes` a block) caps the SM below full occupancy.
+inline int block_threads(const HistogramParams& p, const DeviceCaps& caps, const HistogramPlan& plan,
+                         int64_t bins_bytes) {
   if (p.output_row_stride == 0) return plan.threads;
   const int64_t by_work = ceil_pow2(ceil_div(p.row_length, kMinElementsPerThread));
-  const int64_t blocks_fit =
-      std::max<int64_t>(1, std::min<int64_t>(32, caps.shared_per_sm / (plan.shared_bytes + 1024)));
+  const int64_t blocks_fit = std::max<int64_t>(1, std::min<int64_t>(32, caps.shared_per_sm / (bins_bytes + 1024)));
   const int64_t by_occupancy = ceil_pow2(ceil_div(2048, blocks_fit));
   return static_cast<int>(std::min<int64_t>(plan.threads, std::max<int64_t>({64, by_work, by_occupancy})));
 }
 
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool may_store, LaunchShape* shape) {
-  shape->threads = block_threads(p, ctx.caps, plan);
+  const bool planned_tallies = plans_byte_tallies(ctx);
+  const int64_t bins_bytes = plan.shared_bytes - (planned_tallies ? kByteTallyBytes : 0);
+  const bool may_tally = planned_tallies && acc == AccKind::kCount && p.row_length >= kByteTallyMinItemElements;
+  shape->threads = block_threads(p, ctx.caps, plan, bins_bytes);
   int per_sm = 1;
-  const cudaError_t err = blocks_per_sm(ctx.kernels.tier_kernel(Tier::kShared), ctx.request.device, ctx.caps,
-                                        shape->threads, plan.shared_bytes, &per_sm);
+  const cudaError_t err =
+      blocks_per_sm(ctx.kernels.tier_kernel(Tier::kShared), ctx.request.device, ctx.caps, shape->threads,
+                    bins_bytes + (may_tally ? kByteTallyBytes : 0), &per_sm);
   if (err != cudaSuccess) return err;
   shape_items(p, int64_t(per_sm) * ctx.caps.sm_count,
               std::max<int64_t>(shape->threads * kMinElementsPerThread, 2 * plan.bins_per_block), shape);
@@ -96,6 +157,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   }
   settle_flushes_and_stores(p, shape->grid, acc, may_store, shape);
   shape->cluster_dim = shape->reduce_through_dsmem ? static_cast<int>(shape->grid) : 0;
+  shape->tally_byte_values = may_tally && ceil_div(p.row_length, shape->segments) >= kByteTallyMinItemElements;
+  shape->shared_bytes = bins_bytes + (shape->tally_byte_values ? kByteTallyBytes : 0);
   return cudaSuccess;
 }
 

@@ -77,7 +77,7 @@ inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan*
 // never stores rows (the output is zeroed first unless accumulating).
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind /*acc*/,
                          bool /*may_store*/, LaunchShape* shape) {
-  shape_stateless(p, ctx.caps, plan.threads, shape);
+  shape_stateless(p, ctx.caps, plan.threads, shape, kGlobalMinElementsPerThread);
   return cudaSuccess;
 }
 

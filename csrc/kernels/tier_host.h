@@ -31,6 +31,8 @@ struct LaunchShape {
   bool store_rows = false;
   bool flush_each_item = false;
   bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
+  bool tally_byte_values = false;     // tier "shared", 1-byte counts: tallies per byte value (HistogramParams)
+  int64_t shared_bytes = 0;  // dynamic shared memory per block: the plan's, unless the tier's shape changes it
 };
 
 // A tier that runs its own launches (several kernels, a workspace) instead of the one launch every other tier gets
@@ -61,6 +63,13 @@ inline int64_t ceil_pow2(int64_t x) {
   return p;
 }
 
+// The automatic plan's rule for a histogram with few elements per bin (kFewElementsPerBin, kFewElementsMinBins,
+// measured in tuning.h): tiers shared and cluster, which zero and flush all their bins, decline it, and tier
+// "global" takes it. (n < 32 * bins, written so that it cannot overflow.)
+inline bool few_elements_per_bin(const PlanRequest& request) {
+  return request.bins >= kFewElementsMinBins && request.elements_per_histogram / kFewElementsPerBin < request.bins;
+}
+
 inline int64_t accumulator_bytes(AccKind acc) {
   return (acc == AccKind::kDouble || acc == AccKind::kFixed) ? 8 : 4;
 }
@@ -78,10 +87,11 @@ inline void shape_items(const InputDescription& p, int64_t resident, int64_t min
 }
 
 // Kernels without block state (the global tier, the range pass, the bin indices): `threads`-thread blocks, as many
-// as fill the SMs.
-inline void shape_stateless(const InputDescription& p, const DeviceCaps& caps, int threads, LaunchShape* shape) {
+// as fill the SMs, each with at least `min_per_thread` elements a thread.
+inline void shape_stateless(const InputDescription& p, const DeviceCaps& caps, int threads, LaunchShape* shape,
+                            int64_t min_per_thread = kMinElementsPerThread) {
   shape->threads = threads;
-  shape_items(p, int64_t(caps.sm_count) * (2048 / threads), threads * kMinElementsPerThread, shape);
+  shape_items(p, int64_t(caps.sm_count) * (2048 / threads), threads * min_per_thread, shape);
 }
 
 // The rules every tier with shared-memory bins applies once its grid is shaped (`workers`: blocks, or clusters).

@@ -52,6 +52,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
   const int64_t shared_capacity = ctx.caps.shared_optin / accumulator_bytes(ctx.request.acc);
   if (automatic && ctx.request.bins > kClusterAutoMaxBlocks * shared_capacity) return PlanStatus::kClusterTooSmall;
+  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
   return detail::fit_cluster(ctx, Tier::kCluster, plan, cuda_error);
 }
 

@@ -43,6 +43,9 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   if (automatic && (acc != AccKind::kCount || ctx.request.bins <= kPartitionAutoMinBins)) {
     return PlanStatus::kPartitionNotChosen;
   }
+  if (automatic && ctx.request.elements_per_histogram < kPartitionAutoMinElements) {
+    return PlanStatus::kPartitionNotChosen;
+  }
   const int shift = chunk_shift_for(acc);
   plan->tier = Tier::kPartition;
   plan->cluster_size = 1;

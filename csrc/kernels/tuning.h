@@ -22,6 +22,25 @@ constexpr int kRangeThreads = 256;
 // fit an SM's shared memory. A power of two (slot = bin mod slots).
 constexpr int kGlobalCacheSlots = 2048;
 
+// A global-tier block takes at least this many elements per thread (one 16-byte vector of int32): a small call gets
+// many blocks, each a short chain of cache updates, rather than a few with long chains. Device time per call on the
+// H100 80GB HBM3 (CUDA-graph replay of 20 calls, 2026-11-23), 65536 uniform int32 bins, n = 2^12 / 2^14 / 2^16 /
+// 2^18 / 2^20 / 2^22: 16 elements a thread 9.1 / 9.1 / 9.1 / 9.7 / 17.7 / 57.2 us; 4 elements 5.5 / 5.6 / 5.7 /
+// 7.7 / 18.5 / 58.2 us (torch.histc 2.9 / 3.0 / 3.9 / 6.7 / 18.2 / 63.6). Past 2^22 the grid is full either way.
+constexpr int64_t kGlobalMinElementsPerThread = 4;
+// The automatic plan takes tier "global" for a histogram of kFewElementsMinBins bins or more with fewer than
+// kFewElementsPerBin elements per bin: tiers shared and cluster zero and flush all their bins per block (or cluster)
+// whatever the elements, while global atomics cost per element. Device time per call, us (as above; shared or
+// cluster, the automatic one, against global), uniform int32:
+//   4096 bins:   2^12 3.8 / 5.4, 2^14 5.8 / 5.4, 2^16 6.2 / 5.7     -> below 16384 bins the rule does not apply
+//   32768 bins:  2^16 10.1 / 5.7, 2^18 17.6 / 7.8, 2^20 (32 a bin) 19.1 / 19.4, 2^22 24.7 / 62.2
+//   58112 bins:  2^18 30.1 / 7.7, 2^20 (18 a bin) 31.6 / 18.5, 2^22 (72 a bin) 35.8 / 60.1
+//   65536 bins:  2^16 16.1 / 5.7, 2^20 (16 a bin) 22.5 / 18.5, 2^22 (64 a bin) 29.3 / 58.2
+//   131072 bins: 2^20 (8 a bin) 26.0 / 18.5, 2^22 (32 a bin) 41.0 / 55.8
+// With one hot bin global is as fast or faster at every one of these points (5.0-13.5 us up to 2^20).
+constexpr int64_t kFewElementsPerBin = 32;
+constexpr int64_t kFewElementsMinBins = 16384;
+
 // ----- Cluster tiers -----------------------------------------------------------------------------------------------
 
 // The most blocks of a cluster the automatic plan uses; past them it takes global atomics. Every block of a cluster
@@ -78,6 +97,29 @@ constexpr int64_t kPartitionDirectRatio = 8;
 // At 4 blocks (cluster 4 forced at 131072: one hot 1.14, uniform 1.23) the partition would win; not yet moved.
 // Weighted sums were not timed, so the plan keeps them on "global".
 constexpr int64_t kPartitionAutoMinBins = 232448;
+// ... and only for a histogram of at least kPartitionAutoMinElements elements: the tier's slices and chunk flushes
+// cost 60-110 us whatever the data below 2^22 elements. Device time per call, us (CUDA-graph replay, as for
+// kFewElementsPerBin), partition / global, uniform int32:
+//   262144 bins:  2^20 79.0 / 18.8, 2^22 106.3 / 55.7, 2^24 152.1 / 207.8
+//   1048576 bins: 2^20 67.8 / 20.6, 2^22 81.2 / 57.3, 2^24 165.2 / 209.4
+//   4194304 bins: 2^20 76.7 / 37.6, 2^22 87.8 / 98.9 (partition 1.13x faster), 2^24 140.3 / 313.6
+// With one hot bin the two are within 10% from 2^20 elements up (global the faster below).
+constexpr int64_t kPartitionAutoMinElements = int64_t(1) << 23;
+
+// ----- Byte tallies (tier "shared", counts of 1-byte inputs) --------------------------------------------------------
+
+// A 1-byte input takes only 256 values, so a block counts values, not bins: 256 tallies in kByteTallyLanes copies,
+// tally[value * kByteTallyLanes + lane], so each lane of a warp adds in its own bank whatever the data (no bank
+// conflict, no same-address conflict within a warp). Each flush sums the copies and bins the 256 values once. An
+// element costs a byte extract, an address and one shared-memory atomic: no binning arithmetic, no bounds check.
+// The generic path was instruction-bound at 0.825-0.88 ms for 2^30 uint8 values at 256 bins on the H100 (NOTES.md
+// section 6), 39-42% of the read bandwidth.
+constexpr int kByteTallyLanes = 32;
+constexpr int64_t kByteTallyWords = int64_t(256) * kByteTallyLanes;
+constexpr int64_t kByteTallyBytes = kByteTallyWords * 4;  // 32 KB of shared memory beside the bins
+// A flush reads all kByteTallyWords words, so a work item tallies only when it holds at least twice as many elements
+// (the 1-D ops past the small-call path, long batched rows); shorter items (short batched rows) count per bin.
+constexpr int64_t kByteTallyMinItemElements = 2 * kByteTallyWords;
 
 // ----- Work per block ----------------------------------------------------------------------------------------------
 
