@@ -9,7 +9,8 @@ Sections:
     bins from 16 to 4M including the tier boundaries of this device (one block's shared memory, the largest
     cluster's), every contender;
   * dtypes: uint8 (2^30 values, 256 bins), int32, int64 and float32 with a range, uniform;
-  * sizes: 2^12 .. 2^28 uniform int32 values at 256 and 65536 bins (device time), and host-timed calls for the
+  * sizes: 2^12 .. 2^28 uniform int32 values at 256 and 65536 bins (device time per call, from CUDA-graph replays
+    of 20 calls: no host launch overhead), and host-timed calls for the
     small ones (the MoE token-counting case), beside an empty kernel.
 Every result is compared with torch.bincount before it is timed (values are integers, so the exact bin of each is
 known, float32 included; torch.histc reads a float32 copy of integer input). A torch_dsmhist mismatch is marked FAIL
@@ -49,6 +50,7 @@ from benchlib import (
     fmt,
     forced,
     git_commit,
+    graph_ms,
     histc,
     host_us,
     log,
@@ -70,6 +72,9 @@ STARTED = time.perf_counter()
 # The automatic plan and every tier of the extension's tier table.
 TIERS = ("auto",) + tier_names()
 CONTENDERS = TIERS + ("bincount", "histc", "cub")
+# Contenders that cannot run inside a CUDA graph capture, timed by CUDA events instead in section "sizes".
+UNCAPTURABLE = {"bincount": "torch.bincount reads max() back to the host",
+                "cub": "the CUB harness launches on the stream it was prepared on"}
 LABELS = {"auto": "dsmhist auto", **{name: f"tier {name}" for name in TIERS[1:]},
           "bincount": "torch.bincount", "histc": "torch.histc", "cub": "CUB HistogramEven", "empty": "empty kernel"}
 
@@ -126,10 +131,11 @@ def contender_call(name: str, x: torch.Tensor, bins: int, cub: Cub) -> Callable[
     raise ValueError(name)
 
 
-def measure(name: str, inputs: List[torch.Tensor], bins: int, reference: torch.Tensor, cub: Cub, cfg: Config
-            ) -> Cell:
+def measure(name: str, inputs: List[torch.Tensor], bins: int, reference: torch.Tensor, cub: Cub, cfg: Config,
+            section: str = "") -> Cell:
     """Check `name` on every rotated copy's first call against torch.bincount's reference, then time it over the
-    copies: median ms of cfg.reps after cfg.warmup (3 runs after 1 when the first run is slow)."""
+    copies: median ms of cfg.reps CUDA-event timings after cfg.warmup (3 runs after 1 when the first run is slow);
+    in section "sizes", device time per call from CUDA-graph replays (graph_ms) where the call can be captured."""
     try:
         calls = [contender_call(name, x, bins, cub) for x in inputs]
         result: List[torch.Tensor] = []
@@ -141,12 +147,17 @@ def measure(name: str, inputs: List[torch.Tensor], bins: int, reference: torch.T
         rotating = itertools.cycle(calls)
         for _ in range(warmup):
             next(rotating)()
-        ms = statistics.median(event_ms(lambda: next(rotating)(), reps))
+        if section == "sizes" and name not in UNCAPTURABLE:
+            ms = graph_ms(lambda: next(rotating)(), reps)
+        else:
+            ms = statistics.median(event_ms(lambda: next(rotating)(), reps))
     except ValueError as error:
         return Cell(status="n/a", note=first_line(error))
     except RuntimeError as error:
         return Cell(status="ERROR", note=first_line(error))
     notes = [f"median of {reps} runs (first run over {cfg.slow_ms:g} ms)"] if reps != cfg.reps else []
+    if section == "sizes" and name in UNCAPTURABLE:
+        notes.append(f"CUDA-event time per call, host launch overhead included: {UNCAPTURABLE[name]}")
     if wrong:  # another library's own binning (torch.histc's float32 arithmetic misplaces some exact values)
         notes.append("its counts differ from torch.bincount's in some bins (its own rounding); timed anyway")
     return Cell(ms, note="; ".join(notes))
@@ -189,7 +200,7 @@ def run_case(case: Case, cub: Cub, cfg: Config, l2_bytes: int) -> None:
     reference = torch.bincount(x.long() if x.dtype != torch.int64 else x, minlength=case.bins)
     inputs = rotation(x, l2_bytes)
     for name in case.contenders:
-        case.cells[name] = measure(name, inputs, case.bins, reference, cub, cfg)
+        case.cells[name] = measure(name, inputs, case.bins, reference, cub, cfg, case.section)
     del x, inputs, reference
     release()
 
@@ -286,7 +297,8 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
             lines += table(rows, "bins", floor_ms)
     lines += ["## dtypes (uniform), median ms", ""] + table([c for c in done if c.section == "dtypes"], "case",
                                                             floor_ms)
-    lines += ["## sizes (uniform int32), median ms of device time", ""] + table(
+    lines += ["## sizes (uniform int32), ms of device time per call (CUDA-graph replay of 20 calls, median of the "
+              "replays)", ""] + table(
         [c for c in done if c.section == "sizes"], "n, bins", floor_ms)
     lines += ["## small calls, host-timed µs per call (int64 ids; `op`: torch.ops.dsmhist.histogram directly)", ""]
     names = ("auto", "op", "bincount", "histc", "empty")

@@ -122,6 +122,24 @@ def event_ms(fn: Callable[[], object], runs: int) -> List[float]:
     return [start.elapsed_time(end) for start, end in events]
 
 
+def graph_ms(fn: Callable[[], object], reps: int, calls_per_graph: int = 20) -> float:
+    """Device time of one call in ms: `calls_per_graph` calls captured once in a CUDA graph (after warm-up on a side
+    stream), the median of `reps` replays divided by the calls. No host launch overhead is in it, as for a caller
+    that replays graphs (a model under CUDA graphs). Raises RuntimeError for a call that cannot be captured."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls_per_graph):
+            fn()
+    graph.replay()
+    return statistics.median(event_ms(graph.replay, reps)) / calls_per_graph
+
+
 def median_event_ms(fn: Callable[[], object], warmup: int, reps: int) -> float:
     """Median of `reps` CUDA-event timings after `warmup` untimed calls."""
     for _ in range(warmup):
