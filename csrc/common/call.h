@@ -119,6 +119,8 @@ struct HistogramParams : InputDescription {
   // The histogram that row `row` adds into.
   DSMHIST_HD int64_t output_row(int64_t row) const { return output_row_stride == 0 ? 0 : row; }
   DSMHIST_HD int64_t output_rows() const { return output_row_stride == 0 ? 1 : rows; }
+  // The elements that add into one histogram: all of them, or one row's when each row has its own.
+  DSMHIST_HD int64_t elements_per_histogram() const { return output_row_stride == 0 ? elements() : row_length; }
 };
 
 // The range pass (floating input with no min/max): the input, and the two slots that receive the keys of its finite

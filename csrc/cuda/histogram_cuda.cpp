@@ -63,8 +63,8 @@ struct CudaBackend {
 
   static void histogram(const char* op, const HistogramArgs& args, HistogramParams& p, const at::Tensor& input) {
     const c10::cuda::CUDAGuard guard(input.device());
-    const PlanRequest request = make_request(input.get_device(), p.bins, args.input_type, args.acc,
-                                             p.output_row_stride == 0 ? p.elements() : p.row_length);
+    const PlanRequest request =
+        make_request(input.get_device(), p.bins, args.input_type, args.acc, p.elements_per_histogram());
     const HistogramPlan plan = plan_or_throw(op, request);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     at::Tensor range_keys;  // the data's finite min and max, found on the device
@@ -121,21 +121,19 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   TORCH_CHECK_VALUE(device < device_count, "dsmhist.plan: device cuda:", device, " does not exist (", device_count,
                     " CUDA devices)");
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  HistogramParams call;  // the given call's shape only (rows 0: none given): the shape functions read no pointer
+  call.input_type = input_type_of(input_dtype, "dtype", "dsmhist.plan");
+  call.rows = rows;
+  call.row_length = row_length;
+  call.bins = bins;
+  call.output_row_stride = batched ? bins : 0;
   const PlanRequest request =
-      make_request(static_cast<int>(device), bins, input_type_of(input_dtype, "dtype", "dsmhist.plan"),
+      make_request(static_cast<int>(device), bins, call.input_type,
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),
-                   rows == 0 ? INT64_MAX : batched ? row_length : rows * row_length);
+                   rows == 0 ? INT64_MAX : call.elements_per_histogram());
   const HistogramPlan plan = plan_or_throw("dsmhist.plan", request);
   LaunchReport launch;
-  if (rows > 0) {
-    HistogramParams call;  // the call's shape only: the shape functions read no pointer
-    call.input_type = request.input_type;
-    call.rows = rows;
-    call.row_length = row_length;
-    call.bins = bins;
-    call.output_row_stride = batched ? bins : 0;
-    C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
-  }
+  if (rows > 0) C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
   return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block,
           launch.threads, launch.cluster_size, launch.grid, launch.shared_bytes};
 }

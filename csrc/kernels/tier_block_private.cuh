@@ -136,9 +136,8 @@ inline int block_threads(const HistogramParams& p, const DeviceCaps& caps, const
 
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool may_store, LaunchShape* shape) {
-  const bool planned_tallies = plans_byte_tallies(ctx);
-  const int64_t bins_bytes = plan.shared_bytes - (planned_tallies ? kByteTallyBytes : 0);
-  const bool may_tally = planned_tallies && acc == AccKind::kCount && p.row_length >= kByteTallyMinItemElements;
+  const int64_t bins_bytes = plan.bins_per_block * accumulator_bytes(ctx.request.acc);
+  const bool may_tally = plans_byte_tallies(ctx) && acc == AccKind::kCount && p.row_length >= kByteTallyMinItemElements;
   shape->threads = block_threads(p, ctx.caps, plan, bins_bytes);
   int per_sm = 1;
   const cudaError_t err =

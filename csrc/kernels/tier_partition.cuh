@@ -36,14 +36,13 @@ inline int chunk_shift_for(AccKind acc) {
 // The most bins per row the tier takes: a slice's bins, one chunk of misalignment included, fit kPartitionMaxChunks.
 inline int64_t max_bins(AccKind acc) { return (int64_t(kPartitionMaxChunks) - 1) << chunk_shift_for(acc); }
 
-// The planner takes it for counts past kPartitionAutoMinBins (measured: tuning.h); forced, for any call it holds.
+// The planner takes it for counts past kPartitionAutoMinBins with kPartitionAutoMinElements elements or more a
+// histogram (measured: tuning.h); forced, for any call it holds.
 inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
   const AccKind acc = ctx.request.acc;
   if (ctx.request.bins > max_bins(acc)) return PlanStatus::kPartitionTooManyBins;
-  if (automatic && (acc != AccKind::kCount || ctx.request.bins <= kPartitionAutoMinBins)) {
-    return PlanStatus::kPartitionNotChosen;
-  }
-  if (automatic && ctx.request.elements_per_histogram < kPartitionAutoMinElements) {
+  if (automatic && (acc != AccKind::kCount || ctx.request.bins <= kPartitionAutoMinBins ||
+                    ctx.request.elements_per_histogram < kPartitionAutoMinElements)) {
     return PlanStatus::kPartitionNotChosen;
   }
   const int shift = chunk_shift_for(acc);
