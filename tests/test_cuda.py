@@ -112,6 +112,38 @@ def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
             assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, distribution)
 
 
+@pytest.mark.parametrize("bins", [(1 << 20) + 3, (4 << 20) + 7])
+def test_partition_tier_over_several_slices(bins, gen):
+    """2^28 + 12345 values: tier partition's workspace (256 MiB) takes them in three slices, each cut into work items
+    by its own chunk totals. Uniform, skewed (a few chunks hold most values), sorted, one hot and two edge bins, the
+    aligned input (vector loads) and a misaligned view of it (element loads), against torch.bincount."""
+    n = (1 << 28) + 12345
+    cuda_gen = torch.Generator(device="cuda")
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    cuda_gen.manual_seed(seed)
+    for distribution in ("uniform", "skewed", "sorted", "one_hot", "two_edges"):
+        if distribution == "uniform":
+            x = torch.randint(0, bins, (n,), device="cuda", generator=cuda_gen, dtype=torch.int32)
+        elif distribution == "skewed":
+            u = torch.rand(n, device="cuda", generator=cuda_gen)
+            x = (u.pow_(6) * bins).to(torch.int32)
+            del u
+        elif distribution == "sorted":
+            x = torch.randint(0, bins, (n,), device="cuda", generator=cuda_gen, dtype=torch.int32).sort().values
+        elif distribution == "one_hot":
+            x = torch.full((n,), bins // 3, device="cuda", dtype=torch.int32)
+        else:
+            x = torch.randint(0, 2, (n,), device="cuda", generator=cuda_gen, dtype=torch.int32) * (bins - 1)
+        expected = torch.bincount(x, minlength=bins)
+        with torch_dsmhist.force_tier("partition"):
+            assert torch.equal(torch_dsmhist.histogram(x, bins), expected), (bins, distribution, seed)
+            misaligned = torch_dsmhist.histogram(x[1:], bins)
+        expected[x[0].long()] -= 1
+        assert torch.equal(misaligned, expected), (bins, distribution, "misaligned", seed)
+        del x, expected, misaligned
+    torch.cuda.empty_cache()
+
+
 def test_plan_takes_global_for_few_elements_per_bin(gen):
     """The automatic plan's rules for a given call (tuning.h): 16384 bins or more with fewer than 32 elements a bin
     take tier "global" (tiers shared and cluster decline), and tier "partition" needs 2^23 elements; a call without

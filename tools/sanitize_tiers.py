@@ -124,6 +124,16 @@ def boundary_cases(gen: torch.Generator):
                    lambda d=y, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(y, bins))
 
 
+def partition_item_cases(gen: torch.Generator):
+    """Tier partition's work items when the chunks outnumber kernel 3's blocks (several rounds of items) and one
+    chunk holds most of the values (it is cut into many items): 4M and 16M bins, a hot chunk beside uniform values."""
+    for bins in ((4 << 20) + 7, (16 << 20) + 3):
+        spread = make_index_values(1_500_007, bins, torch.int32, "uniform", gen)
+        x = torch.where(torch.rand(spread.numel(), generator=gen) < 0.6, spread.remainder(30011), spread).cuda()
+        yield (f"partition bins={bins} hot chunk", "partition", None,
+               lambda d=x, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(x, bins))
+
+
 def bin_index_cases(gen: torch.Generator):
     """The backward's bin-index kernel (dsmhist._bin_indices): misaligned starts and tails, strided and 2-D views, a
     data-derived range and given range keys; checked against the CPU implementation."""
@@ -178,7 +188,8 @@ def main() -> int:
     failures = 0
     count = 0
     for name, tier, size, call, expected in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
-                                                          bin_index_cases(gen), edges_cases(gen)):
+                                                          partition_item_cases(gen), bin_index_cases(gen),
+                                                          edges_cases(gen)):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue
         with torch_dsmhist.force_tier(tier, size):

@@ -13,26 +13,80 @@
 namespace dsmhist {
 namespace partition_tier {
 
-// Kernel 2: one block per chunk. An item is a range of tiles whose runs of the chunk add up to about item_values
-// elements: tile t belongs to item floor(elements of the chunk before t / item_values).
+// Kernel 2: one block per chunk. Kernel 3's blocks claim the items in turn, so the slice is cut into items of about
+// equal length, in as few rounds (items per block) as keep the longest short. For r rounds (from
+// the fewest the chunks allow, one item per chunk, to kPartitionItemRoundsTried more), every block finds the same
+// smallest item length `most` (at least min_item_values, within 3%) with sum over chunks of ceil(total / most) <= r *
+// blocks, and keeps the r whose rounds * (most + the chunk's bins, for the flush: measured about one element's cost
+// a bin) is the smallest. Its chunk is then cut into ceil(total / most) items of equal length, each a range of tiles:
+// tile t belongs to item floor(elements of the chunk before t * items / total).
 template <typename Policy>
 __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(const Slice s) {
+  static_assert(kPartitionItemThreads >= kPartitionMaxChunks, "one thread per chunk when the item size is chosen");
   __shared__ uint32_t warp_sums[32];
   __shared__ uint32_t lengths[kPartitionItemThreads + 1];
   __shared__ uint32_t starts[kPartitionItemThreads + 1];
-  __shared__ uint32_t chunk_total, first_item, carried;
+  __shared__ uint32_t first_item, carried;
+  __shared__ uint32_t item_sums[3];  // the search's sums, in turn: a slot is zeroed two calls before it is reused
   const uint32_t chunk = blockIdx.x;
   const uint32_t* runs = s.runs + int64_t(chunk) * s.tiles;
-  const uint32_t per_item = static_cast<uint32_t>(s.item_values);
+  const int lane = threadIdx.x & 31;
 
-  if (threadIdx.x == 0) chunk_total = 0u;
-  __syncthreads();  // the total must be zero before any thread adds to it
-  uint32_t own = 0;
-  for (int64_t t = threadIdx.x; t < s.tiles; t += blockDim.x) own += runs[t] & 0xffffu;
-  if (own != 0u) atomicAdd(&chunk_total, own);
-  __syncthreads();  // the chunk's total must be complete before items are counted from it
-  const uint32_t total = chunk_total;
-  const uint32_t items = (total + per_item - 1) / per_item;
+  // Thread c holds chunk c's total (kernel 1 summed each chunk's runs); the largest total bounds the search.
+  const uint32_t own_total = threadIdx.x < uint32_t(s.chunks) ? s.chunk_totals[threadIdx.x] : 0u;
+  uint32_t largest = __reduce_max_sync(0xffffffffu, own_total);
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = largest;
+  if (threadIdx.x < 3) item_sums[threadIdx.x] = 0u;
+  __syncthreads();  // every warp's largest total (and the zeroed sums) must be in place before they are read
+  largest = 0u;
+  for (int w = 0; w < int(blockDim.x >> 5); ++w) largest = max(largest, warp_sums[w]);
+  const uint32_t total = s.chunk_totals[chunk];
+  // Items of the slice if no item is longer than `most` elements (the same on every thread).
+  int call = 0;
+  auto items_for = [&](uint32_t most) {
+    const uint32_t own = own_total == 0u ? 0u : (own_total - 1u) / most + 1u;
+    const uint32_t warp_items = __reduce_add_sync(0xffffffffu, own);
+    if (lane == 0 && warp_items != 0u) atomicAdd(item_sums + call % 3, warp_items);
+    __syncthreads();  // every warp's items must be added before the sum is read
+    const uint32_t sum = item_sums[call % 3];
+    // Every thread read the previous call's slot before this call's barrier: it serves the call after next.
+    if (threadIdx.x == 0) item_sums[(call + 2) % 3] = 0u;
+    ++call;
+    return sum;
+  };
+  const uint32_t shortest = static_cast<uint32_t>(s.min_item_values);
+  const uint32_t blocks = static_cast<uint32_t>(s.count_blocks);
+  const uint32_t chunk_bins = 1u << s.chunk_shift;
+  const uint32_t nonempty = items_for(0xffffffffu);  // one item per chunk
+  const uint32_t slice_total = items_for(1u);        // one item per element
+  uint32_t most = max(shortest, largest);
+  uint64_t best_cost = ~uint64_t(0);
+  const uint32_t fewest_rounds = max(1u, (nonempty + blocks - 1u) / blocks);
+  for (uint32_t rounds = fewest_rounds; rounds <= fewest_rounds + kPartitionItemRoundsTried; ++rounds) {
+    const uint32_t target = rounds * blocks;
+    // `target` items of fewer than slice_total / target elements cannot hold the slice: no shorter length fits.
+    const uint32_t least = max(shortest, (slice_total + target - 1u) / target);
+    // That bound on this round's cost only grows with more rounds.
+    if (uint64_t(rounds) * (uint64_t(least) + chunk_bins) >= best_cost) break;
+    // items_for(fits) <= target (one item per chunk fits); `low` is below every length known to fit.
+    uint32_t fits = max(shortest, largest), low = least - 1u;
+    if (items_for(least) <= target) fits = least;
+    // Halve the interval while it is wider than 1/32 of its lower end: lengths within 3% of the smallest.
+    while (fits - low > max(1u, low / 32u)) {
+      const uint32_t middle = low + (fits - low) / 2u;
+      if (items_for(middle) <= target) {
+        fits = middle;
+      } else {
+        low = middle;
+      }
+    }
+    const uint64_t cost = uint64_t(rounds) * (uint64_t(fits) + chunk_bins);
+    if (cost < best_cost) {
+      best_cost = cost;
+      most = fits;
+    }
+  }
+  const uint32_t items = total == 0u ? 0u : (total - 1u) / most + 1u;
   if (threadIdx.x == 0) {
     first_item = items == 0 ? 0u : atomicAdd(s.item_count, items);
     carried = 0u;
@@ -40,6 +94,7 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
   __syncthreads();  // every thread needs the chunk's first item
   if (items == 0) return;
   Item* out = s.items + first_item;
+  auto item_of = [&](uint32_t before) { return uint32_t(uint64_t(before) * items / total); };
 
   for (int64_t batch = 0; batch < s.tiles; batch += blockDim.x) {
     const int64_t t = batch + threadIdx.x;
@@ -49,11 +104,11 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
     __syncthreads();  // the scan must be complete before it is read
     if (t < s.tiles) {
       const uint32_t before = carried + starts[threadIdx.x];
-      const int64_t item = before / per_item;
+      const int64_t item = before < total ? int64_t(item_of(before)) : int64_t(items);
       // The item of tile t - 1: the chunk's elements before it are `before` less tile t - 1's length.
       const uint32_t before_previous =
           t == 0 ? 0u : before - (threadIdx.x > 0 ? lengths[threadIdx.x - 1] : lengths[kPartitionItemThreads]);
-      const int64_t previous_item = t == 0 ? -1 : int64_t(before_previous / per_item);
+      const int64_t previous_item = t == 0 ? -1 : int64_t(item_of(before_previous));
       // Items previous_item + 1 .. item start at tile t (those strictly between are empty).
       for (int64_t i = previous_item + 1; i <= item && i < items; ++i) {
         out[i].chunk = chunk;
@@ -61,8 +116,9 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
         out[i].first_value = before;
       }
       if (t == s.tiles - 1) {
-        // Items past the last tile's (a run longer than item_values at the end) are empty.
-        for (int64_t i = item + 1; i < items; ++i) {
+        // Not reached (an item is longer than a tile), kept so that every item is written: items past the last
+        // tile's are empty.
+        for (int64_t i = max(item, previous_item) + 1; i < items; ++i) {
           out[i].chunk = chunk;
           out[i].tile_begin = static_cast<uint32_t>(s.tiles);
           out[i].first_value = total;
@@ -84,26 +140,39 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
   }
 }
 
-// Kernel 3: a persistent grid over the items; chunk bins in shared memory (Policy's accumulator).
+// Kernel 3: a persistent grid whose blocks claim the items in turn; chunk bins in shared memory (Policy's
+// accumulator).
 template <typename Policy>
 __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const HistogramParams p, const Slice s) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
-  // Dynamic shared memory: the batch's runs and the scan of their vector counts (kCountScratchBytes), then the bins.
+  // Dynamic shared memory: the batch's runs, the scan of their vector counts and the claimed item
+  // (kCountScratchBytes), then the bins.
   uint32_t* batch_runs = dsmhist::detail::shared_bins<uint32_t>();
   uint32_t* batch_vectors = batch_runs + kPartitionCountThreads;
   uint32_t* vector_firsts = batch_vectors + kPartitionCountThreads;
   uint32_t* warp_sums = vector_firsts + kPartitionCountThreads + 32;
+  // In dynamic shared memory too: the kernel may take all of it that the device allows, leaving none static.
+  uint32_t* claimed = warp_sums + 32;
   Acc* bins = reinterpret_cast<Acc*>(dsmhist::detail::shared_bins<unsigned char>() + kCountScratchBytes);
   const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
   const int lane = threadIdx.x & 31;
-  if (blockIdx.x == 0 && threadIdx.x == 0) *s.next_item_count = 0u;
+  if (blockIdx.x == 0) {
+    if (threadIdx.x == 0) *s.next_item_count = *s.next_item_claims = 0u;
+    for (int c = threadIdx.x; c < kPartitionMaxChunks; c += blockDim.x) s.next_chunk_totals[c] = 0u;
+  }
   dsmhist::detail::zero_bins(bins, chunk_bins);
   __syncthreads();  // every bin must be zero before any thread counts into it
   const uint32_t items = *s.item_count;
   const uint4* vectors = reinterpret_cast<const uint4*>(s.entries);  // a tile's entries start on a 16-byte boundary
 
-  for (uint32_t index = blockIdx.x; index < items; index += gridDim.x) {
+  for (;;) {
+    // Items are claimed in turn, so a block that drew short items (a chunk's tail, a small chunk) takes more.
+    if (threadIdx.x == 0) *claimed = atomicAdd(s.item_claims, 1u);
+    __syncthreads();  // the claim must be in place before it is read
+    const uint32_t index = *claimed;
+    __syncthreads();  // every thread has read the claim before the next one replaces it
+    if (index >= items) break;
     const Item item = s.items[index];
     if (item.values == 0u) continue;  // the same for every thread of the block
     const int64_t flat_first = s.flat_base + (int64_t(item.chunk) << s.chunk_shift);

@@ -18,8 +18,8 @@ namespace partition_tier {
 constexpr int64_t kTile = int64_t(kPartitionThreads) * kPartitionValuesPerThread;
 constexpr uint32_t kNoEntry = 0xffffffffu;
 // Kernel 3's shared memory before its bins: the batch's runs, their vector counts, the counts' scan (with room for the
-// total) and warp sums.
-constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64) * 4;
+// total), warp sums and the claimed item (padded to 16 bytes).
+constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64 + 4) * 4;
 static_assert(kCountScratchBytes % 16 == 0, "the bins after the scratch must stay 16-byte aligned");
 static_assert(kTile <= 65535, "a run's start and length are packed as 16 bits each");
 
@@ -47,7 +47,12 @@ struct Slice {
   Item* items = nullptr;
   uint32_t* item_count = nullptr;  // this slice's, zeroed before kernel 2
   uint32_t* next_item_count = nullptr;  // the next slice's, zeroed by kernel 3 (nobody reads it until then)
-  int64_t item_values = 0;
+  uint32_t* item_claims = nullptr;       // items kernel 3's blocks have claimed (this slice's, zeroed like the count)
+  uint32_t* next_item_claims = nullptr;
+  uint32_t* chunk_totals = nullptr;  // [kPartitionMaxChunks] this slice's elements per chunk: kernel 1 adds, kernel 2 reads
+  uint32_t* next_chunk_totals = nullptr;  // the next slice's, zeroed by kernel 3 (like next_item_count)
+  int64_t min_item_values = 0;  // the shortest item kernel 2 cuts (a flush of the chunk's bins stays cheap beside it)
+  int64_t count_blocks = 0;     // kernel 3's grid
 };
 
 namespace detail_partition {
@@ -144,7 +149,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   uint32_t* chunk_fill = reinterpret_cast<uint32_t*>(raw_tiles + (kCounts ? 2 * kTile : 0));
   uint32_t* chunk_start = chunk_fill + kPartitionMaxChunks;
   uint32_t* warp_sums = chunk_start + kPartitionMaxChunks + 32;
-  uint16_t* staged = reinterpret_cast<uint16_t*>(warp_sums + 32);
+  uint32_t* block_chunk_totals = warp_sums + 32;  // the block's elements per chunk over its tiles
+  uint16_t* staged = reinterpret_cast<uint16_t*>(block_chunk_totals + kPartitionMaxChunks);
   Acc* staged_values = reinterpret_cast<Acc*>(staged + kTile);
   // Counts only: runs of one bin (a thread's vector, or a whole warp's step) skip the partition through this cache.
   HotBinCache cache(reinterpret_cast<uint32_t*>(staged_values + (kCounts ? 0 : kTile)),
@@ -190,7 +196,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     }
   };
 
-  for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
+  for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = block_chunk_totals[c] = 0u;
   __syncthreads();  // the fills must be zero (and the cache set up) before the first tile counts into them
   prefetch(blockIdx.x, 0);
   int buffer = 0;
@@ -242,11 +248,20 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
           bool one_bin = key[v * kPerVector] != kNoEntry;
 #pragma unroll
           for (int j = 1; j < kPerVector; ++j) one_bin = one_bin && key[v * kPerVector + j] == key[v * kPerVector];
-          const uint32_t warp_key = __shfl_sync(0xffffffffu, key[v * kPerVector], 0);
-          if (__all_sync(0xffffffffu, one_bin && key[v * kPerVector] == warp_key)) {
-            if (lane == 0) cache.add(p, flat_of(warp_key), 32u * kPerVector);
-          } else if (one_bin) {
-            cache.add(p, flat_of(key[v * kPerVector]), kPerVector);
+          // Neighbouring lanes whose vectors are of one same bin (sorted data: a bin spans lanes; one hot bin: the
+          // whole warp) add once, from the first lane of their run.
+          const uint32_t own_key = key[v * kPerVector];
+          const uint32_t one_bin_lanes = __ballot_sync(0xffffffffu, one_bin);
+          const uint32_t below_key = __shfl_up_sync(0xffffffffu, own_key, 1);
+          if (one_bin_lanes != 0u) {
+            const bool continues = lane > 0 && ((one_bin_lanes >> (lane - 1)) & 1u) && below_key == own_key;
+            const uint32_t run_heads = __ballot_sync(0xffffffffu, one_bin && !continues);
+            if (one_bin && !continues) {
+              // The run ends at the next lane that starts a run or has no one-bin vector.
+              const uint32_t ends_above = (run_heads | ~one_bin_lanes) & ~((2u << lane) - 1u);
+              const uint32_t end = ends_above == 0u ? 32u : uint32_t(__ffs(ends_above) - 1);
+              cache.add(p, flat_of(own_key), (end - uint32_t(lane)) * kPerVector);
+            }
           }
           if (one_bin) {
 #pragma unroll
@@ -309,10 +324,12 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
       }
     }
     __syncthreads();  // every element must have its place before the fills are summed
-    // Each chunk's run of the tile is written by the thread that computes its start.
+    // Each chunk's run of the tile is written, and added to the block's total of the chunk, by the thread that
+    // computes its start (the same thread for a chunk on every tile).
     detail_partition::exclusive_scan(chunk_fill, chunk_start, s.chunks, warp_sums,
                                      [&](int c, uint32_t start, uint32_t length) {
                                        s.runs[int64_t(c) * s.tiles + tile] = (start << 16) | length;
+                                       block_chunk_totals[c] += length;
                                      });
     __syncthreads();  // the chunks' starts must be complete before elements are placed by them
     // The fills were last read by the scan: zero them for the next tile (its ranks follow the next barrier).
@@ -345,6 +362,10 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     }
   }
   cache.flush(p);  // the last tile's barriers follow every add into the cache
+  // The last tile's barriers also follow every add into the block's chunk totals.
+  for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) {
+    if (block_chunk_totals[c] != 0u) atomicAdd(s.chunk_totals + c, block_chunk_totals[c]);
+  }
 }
 
 }  // namespace partition_tier

@@ -2,11 +2,14 @@
 // anyway. The input is processed in slices; each slice takes three kernels:
 //   1. partition: every block bins a tile of kPartitionTile elements, groups the tile's elements by chunk (a chunk is
 //      the 2^chunk_shift consecutive bins one block of kernel 3 holds in shared memory) and writes each element's bin
-//      within its chunk as 16 bits (plus its weight, for weighted sums), and the tile's run of each chunk;
-//   2. build_items: per chunk, cuts its runs over the tiles into work items of about item_values elements each, so a
-//      chunk that receives most of the data (one hot bin, Zipf) is counted by many blocks;
-//   3. count: a persistent grid takes the items; a block counts an item's elements into its chunk's bins in shared
-//      memory and flushes the nonzero ones into the output (an item with few elements goes straight to the output).
+//      within its chunk as 16 bits (plus its weight, for weighted sums), the tile's run of each chunk, and adds the
+//      chunks' elements to the slice's totals;
+//   2. build_items: per chunk, cuts its runs over the tiles into work items of equal length, chosen from the slice's
+//      chunk totals so that kernel 3's blocks finish together (one item each when the chunks are even), and a chunk
+//      that receives most of the data (one hot bin, Zipf) is counted by many blocks;
+//   3. count: a persistent grid claims the items in turn; a block counts an item's elements into its chunk's bins in
+//      shared memory and flushes the nonzero ones into the output (an item with few elements goes straight to the
+//      output).
 // The global tier does one global atomic per element; here an element costs shared-memory atomics and 2 bytes of
 // workspace written and read, and the output sees one add per bin per item. Workspace: one slice (tier_partition
 // workspace_bytes, at most kPartitionWorkspaceBytes), from the caller (torch's caching allocator).
@@ -61,13 +64,17 @@ struct Geometry {
   int64_t slice_elements = 0;   // a multiple of kTile (the last slice may be shorter)
   int64_t rows_per_slice = 0;   // batched rows no longer than a slice: whole rows per slice
   int64_t value_bytes = 0;      // per entry, beside its 2 bytes (weighted sums)
-  int64_t item_values = 0;     // elements per work item of kernel 3 (about)
+  int64_t min_item_values = 0;  // the shortest work item of kernel 3
   int64_t item_capacity = 0;
   int64_t entries_bytes = 0, values_bytes = 0, runs_bytes = 0, items_bytes = 0;
   int64_t total_bytes = 0;
 };
 
 inline int64_t align_up(int64_t bytes, int64_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
+
+// The workspace's counters: two slices' item counts, items claimed and elements per chunk (a slice's kernel 3 zeroes
+// the next's).
+constexpr int64_t kCountersBytes = (4 + 2 * int64_t(kPartitionMaxChunks)) * 4;
 
 // `count_workers`: resident blocks of kernel 3. Depends only on the call, the plan's accumulator and the device.
 inline Geometry geometry(const HistogramParams& p, AccKind plan_acc, int64_t count_workers) {
@@ -86,17 +93,16 @@ inline Geometry geometry(const HistogramParams& p, AccKind plan_acc, int64_t cou
     const int64_t by_bins = std::max<int64_t>(1, ((kPartitionMaxChunks - 1) * chunk_bins) / p.bins);
     g.rows_per_slice = std::max<int64_t>(1, std::min(g.slice_elements / p.row_length, by_bins));
   }
-  // Two items per worker on an even spread, so a hot chunk is cut into as many items as the grid has blocks; but at
-  // least kPartitionMinItemElementsPerBin elements per bin of the chunk, so a flush of its bins stays cheap beside the adds.
-  g.item_values = std::max<int64_t>(chunk_bins * kPartitionMinItemElementsPerBin,
-                                    g.slice_elements / std::max<int64_t>(1, 2 * count_workers));
-  g.item_capacity = ceil_div(g.slice_elements, g.item_values) + g.max_chunks + 1;
+  // Items of at least kPartitionMinItemElementsPerBin elements per bin of the chunk, so a flush stays cheap beside
+  // the adds. Kernel 2 cuts at most (fewest rounds + kPartitionItemRoundsTried) rounds of kernel 3's blocks.
+  g.min_item_values = chunk_bins * kPartitionMinItemElementsPerBin;
+  g.item_capacity = g.max_chunks + (1 + kPartitionItemRoundsTried) * std::max<int64_t>(1, count_workers) + 1;
   const int64_t slice_tiles = g.slice_elements / kTile;
   g.entries_bytes = align_up(slice_tiles * kTile * 2, 256);
   g.values_bytes = align_up(slice_tiles * kTile * g.value_bytes, 256);
   g.runs_bytes = align_up(g.max_chunks * slice_tiles * 4, 256);
   g.items_bytes = align_up(g.item_capacity * int64_t(sizeof(Item)), 256);
-  g.total_bytes = g.entries_bytes + g.values_bytes + g.runs_bytes + g.items_bytes + 2 * 4;
+  g.total_bytes = g.entries_bytes + g.values_bytes + g.runs_bytes + g.items_bytes + kCountersBytes;
   return g;
 }
 
@@ -107,7 +113,7 @@ inline int64_t partition_shared_bytes(InputType input_type, int64_t value_bytes)
       visit_input_type(input_type, [](auto tag) { return int64_t(sizeof(typename decltype(tag)::type)); });
   const bool counts = value_bytes == 0;  // counts prefetch two tiles of input and keep a hot-bin cache
   return (counts ? 2 * kTile * input_bytes + HotBinCache::kSharedBytes : 0) +
-         (2 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes;
+         (3 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes;
 }
 
 template <typename Policy>
@@ -195,8 +201,8 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
   s.items = reinterpret_cast<Item*>(workspace + g.entries_bytes + g.values_bytes + g.runs_bytes);
   uint32_t* counters = reinterpret_cast<uint32_t*>(workspace + g.entries_bytes + g.values_bytes + g.runs_bytes +
                                                    g.items_bytes);
-  s.item_values = g.item_values;
-  err = cudaMemsetAsync(counters, 0, 2 * sizeof(uint32_t), stream);
+  s.min_item_values = g.min_item_values;
+  err = cudaMemsetAsync(counters, 0, kCountersBytes, stream);
   if (err != cudaSuccess) return err;
 
   const void* partition = ctx.kernels.tier_kernel(Tier::kPartition);
@@ -237,8 +243,13 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
     s.flat_base = flat_low / chunk_bins * chunk_bins;
     s.chunks = static_cast<int32_t>(ceil_div(flat_high - s.flat_base, chunk_bins));
     s.tiles = ceil_div(s.elements, kTile);
+    s.count_blocks = std::max<int64_t>(1, std::min<int64_t>(workers, ceil_div(s.elements, s.min_item_values) + s.chunks));
     s.item_count = counters + (slice_index & 1);
     s.next_item_count = counters + ((slice_index + 1) & 1);
+    s.item_claims = counters + 2 + (slice_index & 1);
+    s.next_item_claims = counters + 2 + ((slice_index + 1) & 1);
+    s.chunk_totals = counters + 4 + (slice_index & 1) * kPartitionMaxChunks;
+    s.next_chunk_totals = counters + 4 + ((slice_index + 1) & 1) * kPartitionMaxChunks;
     void* partition_args[] = {const_cast<HistogramParams*>(&p), &s};
     const int64_t partition_grid = std::min<int64_t>(s.tiles, int64_t(partition_per_sm) * ctx.caps.sm_count);
     err = cudaLaunchKernel(partition, dim3(static_cast<unsigned>(partition_grid)), dim3(kPartitionThreads),
@@ -248,9 +259,7 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
     err = cudaLaunchKernel(build_items, dim3(static_cast<unsigned>(s.chunks)), dim3(kPartitionItemThreads), item_args,
                            0, stream);
     if (err != cudaSuccess) return err;
-    const int64_t count_grid =
-        std::max<int64_t>(1, std::min<int64_t>(workers, ceil_div(s.elements, s.item_values) + s.chunks));
-    err = cudaLaunchKernel(count, dim3(static_cast<unsigned>(count_grid)), dim3(kPartitionCountThreads),
+    err = cudaLaunchKernel(count, dim3(static_cast<unsigned>(s.count_blocks)), dim3(kPartitionCountThreads),
                            partition_args, static_cast<size_t>(plan.shared_bytes), stream);
     if (err != cudaSuccess) return err;
     begin = end;

@@ -73,27 +73,34 @@ constexpr int kPartitionMaxChunks = 1024;
 // lanes share it (fewer: one atomic per lane, whose same-address conflicts are then few).
 constexpr int kPartitionLeadShare = 8;
 // Device workspace of one call (entries, weights, runs, items); the slice is as long as fits. The README states it.
-// Every slice flushes each work item's chunk of bins into the output (about 2 items per block of kernel 3), so fewer,
-// longer slices flush less. Measured on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2026-11-23, 2^28 int32
+// Every slice flushes each work item's chunk of bins into the output (one item per block of kernel 3 on even data),
+// so fewer, longer slices flush less. Measured on the H100 80GB HBM3 (benchmarks/bench_partition.py, 2026-11-23, 2^28 int32
 // uniform, ms): 24 MiB 1M bins 3.1, 16M bins 5.3; 64 MiB 1.78, 3.52; 256 MiB 1.50, 2.57 (3 slices for 2^28 values).
 constexpr int64_t kPartitionWorkspaceBytes = int64_t(256) << 20;
 constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
 // A work item holds at least this many elements per bin of its chunk, so flushing the chunk costs less than the
 // adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
 constexpr int64_t kPartitionMinItemElementsPerBin = 8;
+// Kernel 2 tries this many rounds of items (items per block of kernel 3) past the fewest the chunks allow (one item
+// per chunk) and keeps the cheapest: one round when the chunks are even, more when one chunk holds most of the slice
+// (Zipf) or the chunks outnumber the blocks. Measured on the H100 80GB HBM3 (2^28 int32, forced partition, ms of
+// kernel 3 over the call's 3 slices; benchmarks/NOTES.md "fourth version"): items of a fixed length, two per block
+// (the third version) at 1M bins uniform 0.68; equal items cut for one round 0.46 (two rounds 0.49); but one round
+// only at 4M bins Zipf 5.77 (129 chunks for 132 blocks: the hot chunk got 4 items), two rounds 0.89.
+constexpr int kPartitionItemRoundsTried = 3;
 constexpr int64_t kPartitionDirectRatio = 8;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 58112 bins). Measured by benchmarks/bench_plan.py on the H100
-// 80GB HBM3 (RESULTS.md "Plan thresholds", third version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
+// 80GB HBM3 (RESULTS.md "Plan thresholds", fourth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
 // global):
-//   262144:   uniform 1.54 / 3.29, normal 1.75 / 3.26, zipf 1.73 / 3.64, one hot 0.72 / 0.49, sorted 0.90 / 0.67
-//   1048576:  uniform 1.47 / 3.29, normal 1.62 / 3.29, zipf 1.91 / 4.05, one hot 0.47 / 0.49, sorted 1.16 / 0.92
-//   4194304:  uniform 1.84 / 4.48, normal 1.81 / 3.40, zipf 1.98 / 5.63, one hot 0.49 / 0.50, sorted 1.44 / 0.81
-//   16777216: uniform 2.56 / 16.0, normal 2.81 / 11.6, zipf 2.86 / 8.33, one hot 0.74 / 0.53, sorted 1.45 / 0.90
+//   262144:   uniform 1.44 / 3.30, normal 1.64 / 3.26, zipf 1.63 / 3.63, one hot 0.51 / 0.49, sorted 0.97 / 0.67
+//   1048576:  uniform 1.33 / 3.29, normal 1.55 / 3.28, zipf 1.82 / 4.06, one hot 0.52 / 0.49, sorted 1.07 / 0.92
+//   4194304:  uniform 1.58 / 4.56, normal 1.79 / 3.41, zipf 2.05 / 5.66, one hot 0.53 / 0.50, sorted 1.16 / 0.81
+//   16777216: uniform 2.59 / 16.0, normal 2.75 / 11.6, zipf 2.80 / 8.38, one hot 0.71 / 0.53, sorted 1.48 / 0.90
 // As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
-// (1.26-1.79x global: sorted, or one hot at 256K) against global's (2.1-6.2x the partition: uniform or Zipf).
-// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.46 (1.95x),
-// the partition's uniform, 1.70 / 0.97 (1.76x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
+// (1.16-1.65x global: sorted) against global's (2.3-6.2x the partition: uniform or Zipf).
+// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.51 (1.76x),
+// the partition's uniform, 1.55 / 0.96 (1.61x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
 // At 4 blocks (cluster 4 forced at 131072: one hot 1.14, uniform 1.23) the partition would win; not yet moved.
 // Weighted sums were not timed, so the plan keeps them on "global".
 constexpr int64_t kPartitionAutoMinBins = 232448;
