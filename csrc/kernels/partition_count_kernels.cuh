@@ -20,6 +20,10 @@ namespace partition_tier {
 // blocks, and keeps the r whose rounds * (most + the chunk's bins, for the flush: measured about one element's cost
 // a bin) is the smallest. Its chunk is then cut into ceil(total / most) items of equal length, each a range of tiles:
 // tile t belongs to item floor(elements of the chunk before t * items / total).
+// Every item starts at some tile: a chunk cut into two items or more has items longer than half the shortest
+// (min_item_values, at least this), so longer than a tile's run, and item_of steps by at most one per tile.
+static_assert(kPartitionChunkBytes / 8 * kPartitionMinItemElementsPerBin / 2 > kTile,
+              "an item of a chunk cut in two or more is longer than a tile");
 template <typename Policy>
 __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(const Slice s) {
   static_assert(kPartitionItemThreads >= kPartitionMaxChunks, "one thread per chunk when the item size is chosen");
@@ -33,14 +37,14 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
   const int lane = threadIdx.x & 31;
 
   // Thread c holds chunk c's total (kernel 1 summed each chunk's runs); the largest total bounds the search.
-  const uint32_t own_total = threadIdx.x < uint32_t(s.chunks) ? s.chunk_totals[threadIdx.x] : 0u;
+  const uint32_t own_total = threadIdx.x < uint32_t(s.chunks) ? s.counters->chunk_totals[threadIdx.x] : 0u;
   uint32_t largest = __reduce_max_sync(0xffffffffu, own_total);
   if (lane == 0) warp_sums[threadIdx.x >> 5] = largest;
   if (threadIdx.x < 3) item_sums[threadIdx.x] = 0u;
   __syncthreads();  // every warp's largest total (and the zeroed sums) must be in place before they are read
   largest = 0u;
   for (int w = 0; w < int(blockDim.x >> 5); ++w) largest = max(largest, warp_sums[w]);
-  const uint32_t total = s.chunk_totals[chunk];
+  const uint32_t total = s.counters->chunk_totals[chunk];
   // Items of the slice if no item is longer than `most` elements (the same on every thread).
   int call = 0;
   auto items_for = [&](uint32_t most) {
@@ -88,7 +92,7 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
   }
   const uint32_t items = total == 0u ? 0u : (total - 1u) / most + 1u;
   if (threadIdx.x == 0) {
-    first_item = items == 0 ? 0u : atomicAdd(s.item_count, items);
+    first_item = items == 0 ? 0u : atomicAdd(&s.counters->item_count, items);
     carried = 0u;
   }
   __syncthreads();  // every thread needs the chunk's first item
@@ -114,15 +118,6 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
         out[i].chunk = chunk;
         out[i].tile_begin = static_cast<uint32_t>(t);
         out[i].first_value = before;
-      }
-      if (t == s.tiles - 1) {
-        // Not reached (an item is longer than a tile), kept so that every item is written: items past the last
-        // tile's are empty.
-        for (int64_t i = max(item, previous_item) + 1; i < items; ++i) {
-          out[i].chunk = chunk;
-          out[i].tile_begin = static_cast<uint32_t>(s.tiles);
-          out[i].first_value = total;
-        }
       }
     }
     __syncthreads();  // every thread has read the batch's lengths and starts before they are replaced
@@ -158,17 +153,17 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
   const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
   const int lane = threadIdx.x & 31;
   if (blockIdx.x == 0) {
-    if (threadIdx.x == 0) *s.next_item_count = *s.next_item_claims = 0u;
-    for (int c = threadIdx.x; c < kPartitionMaxChunks; c += blockDim.x) s.next_chunk_totals[c] = 0u;
+    if (threadIdx.x == 0) s.next_counters->item_count = s.next_counters->item_claims = 0u;
+    for (int c = threadIdx.x; c < kPartitionMaxChunks; c += blockDim.x) s.next_counters->chunk_totals[c] = 0u;
   }
   dsmhist::detail::zero_bins(bins, chunk_bins);
   __syncthreads();  // every bin must be zero before any thread counts into it
-  const uint32_t items = *s.item_count;
+  const uint32_t items = s.counters->item_count;
   const uint4* vectors = reinterpret_cast<const uint4*>(s.entries);  // a tile's entries start on a 16-byte boundary
 
   for (;;) {
     // Items are claimed in turn, so a block that drew short items (a chunk's tail, a small chunk) takes more.
-    if (threadIdx.x == 0) *claimed = atomicAdd(s.item_claims, 1u);
+    if (threadIdx.x == 0) *claimed = atomicAdd(&s.counters->item_claims, 1u);
     __syncthreads();  // the claim must be in place before it is read
     const uint32_t index = *claimed;
     __syncthreads();  // every thread has read the claim before the next one replaces it

@@ -32,6 +32,14 @@ struct Item {
   uint32_t values;
 };
 
+// A slice's counters in the workspace. Two sets take turns: slice i uses set i % 2, and its kernel 3 zeroes the other
+// for slice i + 1 (nobody reads that set between).
+struct SliceCounters {
+  uint32_t item_count;                        // items kernel 2 cut
+  uint32_t item_claims;                       // items kernel 3's blocks have claimed
+  uint32_t chunk_totals[kPartitionMaxChunks];  // elements per chunk: kernel 1 adds, kernel 2 reads
+};
+
 // One slice: elements [element_begin, element_begin + elements) in row-major order of the call's rows, adding into
 // flat bins (output row * bins + bin) [flat_base, flat_base + chunks << chunk_shift).
 struct Slice {
@@ -45,12 +53,8 @@ struct Slice {
   void* values = nullptr;          // [tiles][kTile]: each entry's contribution (weighted policies only)
   uint32_t* runs = nullptr;        // [chunks][tiles]: (start << 16) | length of the chunk's run in the tile
   Item* items = nullptr;
-  uint32_t* item_count = nullptr;  // this slice's, zeroed before kernel 2
-  uint32_t* next_item_count = nullptr;  // the next slice's, zeroed by kernel 3 (nobody reads it until then)
-  uint32_t* item_claims = nullptr;       // items kernel 3's blocks have claimed (this slice's, zeroed like the count)
-  uint32_t* next_item_claims = nullptr;
-  uint32_t* chunk_totals = nullptr;  // [kPartitionMaxChunks] this slice's elements per chunk: kernel 1 adds, kernel 2 reads
-  uint32_t* next_chunk_totals = nullptr;  // the next slice's, zeroed by kernel 3 (like next_item_count)
+  SliceCounters* counters = nullptr;       // this slice's, zero before kernel 1
+  SliceCounters* next_counters = nullptr;  // the next slice's, zeroed by this slice's kernel 3
   int64_t min_item_values = 0;  // the shortest item kernel 2 cuts (a flush of the chunk's bins stays cheap beside it)
   int64_t count_blocks = 0;     // kernel 3's grid
 };
@@ -252,8 +256,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
           // whole warp) add once, from the first lane of their run.
           const uint32_t own_key = key[v * kPerVector];
           const uint32_t one_bin_lanes = __ballot_sync(0xffffffffu, one_bin);
-          const uint32_t below_key = __shfl_up_sync(0xffffffffu, own_key, 1);
           if (one_bin_lanes != 0u) {
+            const uint32_t below_key = __shfl_up_sync(0xffffffffu, own_key, 1);
             const bool continues = lane > 0 && ((one_bin_lanes >> (lane - 1)) & 1u) && below_key == own_key;
             const uint32_t run_heads = __ballot_sync(0xffffffffu, one_bin && !continues);
             if (one_bin && !continues) {
@@ -364,7 +368,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   cache.flush(p);  // the last tile's barriers follow every add into the cache
   // The last tile's barriers also follow every add into the block's chunk totals.
   for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) {
-    if (block_chunk_totals[c] != 0u) atomicAdd(s.chunk_totals + c, block_chunk_totals[c]);
+    if (block_chunk_totals[c] != 0u) atomicAdd(s.counters->chunk_totals + c, block_chunk_totals[c]);
   }
 }
 

@@ -72,9 +72,8 @@ struct Geometry {
 
 inline int64_t align_up(int64_t bytes, int64_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
-// The workspace's counters: two slices' item counts, items claimed and elements per chunk (a slice's kernel 3 zeroes
-// the next's).
-constexpr int64_t kCountersBytes = (4 + 2 * int64_t(kPartitionMaxChunks)) * 4;
+// The workspace's counters: two sets, taken in turn by the slices.
+constexpr int64_t kCountersBytes = 2 * int64_t(sizeof(SliceCounters));
 
 // `count_workers`: resident blocks of kernel 3. Depends only on the call, the plan's accumulator and the device.
 inline Geometry geometry(const HistogramParams& p, AccKind plan_acc, int64_t count_workers) {
@@ -199,8 +198,8 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
   s.values = workspace + g.entries_bytes;
   s.runs = reinterpret_cast<uint32_t*>(workspace + g.entries_bytes + g.values_bytes);
   s.items = reinterpret_cast<Item*>(workspace + g.entries_bytes + g.values_bytes + g.runs_bytes);
-  uint32_t* counters = reinterpret_cast<uint32_t*>(workspace + g.entries_bytes + g.values_bytes + g.runs_bytes +
-                                                   g.items_bytes);
+  SliceCounters* counters = reinterpret_cast<SliceCounters*>(workspace + g.entries_bytes + g.values_bytes +
+                                                             g.runs_bytes + g.items_bytes);
   s.min_item_values = g.min_item_values;
   err = cudaMemsetAsync(counters, 0, kCountersBytes, stream);
   if (err != cudaSuccess) return err;
@@ -243,13 +242,10 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
     s.flat_base = flat_low / chunk_bins * chunk_bins;
     s.chunks = static_cast<int32_t>(ceil_div(flat_high - s.flat_base, chunk_bins));
     s.tiles = ceil_div(s.elements, kTile);
-    s.count_blocks = std::max<int64_t>(1, std::min<int64_t>(workers, ceil_div(s.elements, s.min_item_values) + s.chunks));
-    s.item_count = counters + (slice_index & 1);
-    s.next_item_count = counters + ((slice_index + 1) & 1);
-    s.item_claims = counters + 2 + (slice_index & 1);
-    s.next_item_claims = counters + 2 + ((slice_index + 1) & 1);
-    s.chunk_totals = counters + 4 + (slice_index & 1) * kPartitionMaxChunks;
-    s.next_chunk_totals = counters + 4 + ((slice_index + 1) & 1) * kPartitionMaxChunks;
+    s.count_blocks =
+        std::max<int64_t>(1, std::min<int64_t>(workers, ceil_div(s.elements, s.min_item_values) + s.chunks));
+    s.counters = counters + (slice_index & 1);
+    s.next_counters = counters + ((slice_index + 1) & 1);
     void* partition_args[] = {const_cast<HistogramParams*>(&p), &s};
     const int64_t partition_grid = std::min<int64_t>(s.tiles, int64_t(partition_per_sm) * ctx.caps.sm_count);
     err = cudaLaunchKernel(partition, dim3(static_cast<unsigned>(partition_grid)), dim3(kPartitionThreads),

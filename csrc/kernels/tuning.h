@@ -81,6 +81,7 @@ constexpr int64_t kPartitionItemsReserve = int64_t(1) << 20;
 // A work item holds at least this many elements per bin of its chunk, so flushing the chunk costs less than the
 // adds; an item with fewer elements than chunk bins / kPartitionDirectRatio adds straight into the output instead.
 constexpr int64_t kPartitionMinItemElementsPerBin = 8;
+constexpr int64_t kPartitionDirectRatio = 8;
 // Kernel 2 tries this many rounds of items (items per block of kernel 3) past the fewest the chunks allow (one item
 // per chunk) and keeps the cheapest: one round when the chunks are even, more when one chunk holds most of the slice
 // (Zipf) or the chunks outnumber the blocks. Measured on the H100 80GB HBM3 (2^28 int32, forced partition, ms of
@@ -88,7 +89,6 @@ constexpr int64_t kPartitionMinItemElementsPerBin = 8;
 // (the third version) at 1M bins uniform 0.68; equal items cut for one round 0.46 (two rounds 0.49); but one round
 // only at 4M bins Zipf 5.77 (129 chunks for 132 blocks: the hot chunk got 4 items), two rounds 0.89.
 constexpr int kPartitionItemRoundsTried = 3;
-constexpr int64_t kPartitionDirectRatio = 8;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 58112 bins). Measured by benchmarks/bench_plan.py on the H100
 // 80GB HBM3 (RESULTS.md "Plan thresholds", fourth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
