@@ -144,6 +144,37 @@ def test_partition_tier_over_several_slices(bins, gen):
     torch.cuda.empty_cache()
 
 
+@pytest.mark.parametrize("hot_share", [2, 4])
+def test_partition_counts_runs_of_one_bin_among_others(hot_share, gen):
+    """One bin in every position but one of each hot_share (so no 16-byte input vector is of one bin: kernel 1
+    partitions them all, and its hot-bin cache never takes them), the rest uniform over 1M + 3 bins: kernel 3 sees
+    runs whose 16-byte vectors are of one bin (and warps of such vectors), beside vectors split by a run's ends.
+    Counts (int64 and int32), float32 / float64 weights and histogram_add_, aligned and misaligned, forced partition,
+    against the reference."""
+    bins = (1 << 20) + 3
+    n = (1 << 23) + 12345
+    cuda_gen = torch.Generator(device="cuda")
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    cuda_gen.manual_seed(seed)
+    x = torch.randint(0, bins, (n,), device="cuda", generator=cuda_gen, dtype=torch.int32)
+    hot = int(torch.randint(0, bins, (1,), generator=gen))
+    x.view(-1)[: n // hot_share * hot_share].view(-1, hot_share)[:, 1:] = hot
+    weight = torch.rand(n, device="cuda", generator=cuda_gen, dtype=torch.float64)
+    with torch_dsmhist.force_tier("partition"):
+        for view in (x, x[1:]):
+            expected = torch.bincount(view, minlength=bins)
+            assert torch.equal(torch_dsmhist.histogram(view, bins), expected), (hot_share, seed)
+            assert torch.equal(torch_dsmhist.histogram(view, bins, dtype=torch.int32), expected.int()), seed
+            accumulated = expected.clone()
+            torch_dsmhist.histogram_add_(accumulated, view)
+            assert torch.equal(accumulated, 2 * expected), (hot_share, seed)
+            w = weight[-view.numel():]
+            sums = torch.bincount(view, weights=w, minlength=bins)
+            torch.testing.assert_close(torch_dsmhist.histogram(view, bins, weight=w), sums, msg=f"seed {seed}")
+            torch.testing.assert_close(torch_dsmhist.histogram(view, bins, weight=w.float()), sums.float(),
+                                       rtol=1e-4, atol=1e-3, msg=f"seed {seed}")
+
+
 def test_plan_takes_global_for_few_elements_per_bin(gen):
     """The automatic plan's rules for a given call (tuning.h): 16384 bins or more with fewer than 32 elements a bin
     take tier "global" (tiers shared and cluster decline), and tier "partition" needs 2^23 elements; a call without

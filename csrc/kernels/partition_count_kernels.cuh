@@ -28,9 +28,9 @@ template <typename Policy>
 __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(const Slice s) {
   static_assert(kPartitionItemThreads >= kPartitionMaxChunks, "one thread per chunk when the item size is chosen");
   __shared__ uint32_t warp_sums[32];
-  __shared__ uint32_t lengths[kPartitionItemThreads + 1];
+  __shared__ uint32_t lengths[kPartitionItemThreads];
   __shared__ uint32_t starts[kPartitionItemThreads + 1];
-  __shared__ uint32_t first_item, carried;
+  __shared__ uint32_t first_item;
   __shared__ uint32_t item_sums[3];  // the search's sums, in turn: a slot is zeroed two calls before it is reused
   const uint32_t chunk = blockIdx.x;
   const uint32_t* runs = s.runs + int64_t(chunk) * s.tiles;
@@ -91,43 +91,44 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
     }
   }
   const uint32_t items = total == 0u ? 0u : (total - 1u) / most + 1u;
-  if (threadIdx.x == 0) {
-    first_item = items == 0 ? 0u : atomicAdd(&s.counters->item_count, items);
-    carried = 0u;
-  }
+  if (threadIdx.x == 0) first_item = items == 0 ? 0u : atomicAdd(&s.counters->item_count, items);
   __syncthreads();  // every thread needs the chunk's first item
   if (items == 0) return;
   Item* out = s.items + first_item;
+  if (items == 1u) {  // the whole chunk: no cut to find
+    if (threadIdx.x == 0) out[0] = Item{chunk, 0u, static_cast<uint32_t>(s.tiles), 0u, total};
+    return;
+  }
   auto item_of = [&](uint32_t before) { return uint32_t(uint64_t(before) * items / total); };
 
-  for (int64_t batch = 0; batch < s.tiles; batch += blockDim.x) {
-    const int64_t t = batch + threadIdx.x;
-    lengths[threadIdx.x] = t < s.tiles ? (runs[t] & 0xffffu) : 0u;
-    __syncthreads();  // the batch's lengths must be in place before they are scanned
-    detail_partition::exclusive_scan(lengths, starts, blockDim.x, warp_sums, [](int, uint32_t, uint32_t) {});
-    __syncthreads();  // the scan must be complete before it is read
-    if (t < s.tiles) {
-      const uint32_t before = carried + starts[threadIdx.x];
-      const int64_t item = before < total ? int64_t(item_of(before)) : int64_t(items);
-      // The item of tile t - 1: the chunk's elements before it are `before` less tile t - 1's length.
-      const uint32_t before_previous =
-          t == 0 ? 0u : before - (threadIdx.x > 0 ? lengths[threadIdx.x - 1] : lengths[kPartitionItemThreads]);
-      const int64_t previous_item = t == 0 ? -1 : int64_t(item_of(before_previous));
-      // Items previous_item + 1 .. item start at tile t (those strictly between are empty).
-      for (int64_t i = previous_item + 1; i <= item && i < items; ++i) {
-        out[i].chunk = chunk;
-        out[i].tile_begin = static_cast<uint32_t>(t);
-        out[i].first_value = before;
-      }
+  // Each thread walks a range of consecutive tiles, starting from the chunk's elements before its range.
+  const int64_t per_thread = (s.tiles + blockDim.x - 1) / blockDim.x;
+  const int64_t first_tile = int64_t(threadIdx.x) * per_thread < s.tiles ? int64_t(threadIdx.x) * per_thread : s.tiles;
+  const int64_t end_tile = first_tile + per_thread < s.tiles ? first_tile + per_thread : s.tiles;
+  uint32_t own = 0u;
+  for (int64_t t = first_tile; t < end_tile; ++t) own += runs[t] & 0xffffu;
+  lengths[threadIdx.x] = own;
+  __syncthreads();  // every range's length must be in place before they are scanned
+  detail_partition::exclusive_scan(lengths, starts, blockDim.x, warp_sums, [](int, uint32_t, uint32_t) {});
+  __syncthreads();  // the scan must be complete before it is read
+  uint32_t before = starts[threadIdx.x];
+  // The item of the tile before the range (-1 before the first tile).
+  int64_t previous_item = first_tile == 0 || first_tile == end_tile
+                              ? -1
+                              : int64_t(item_of(before - (runs[first_tile - 1] & 0xffffu)));
+  for (int64_t t = first_tile; t < end_tile; ++t) {
+    const int64_t item = before < total ? int64_t(item_of(before)) : int64_t(items);
+    // Items previous_item + 1 .. item start at tile t (those strictly between are empty).
+    for (int64_t i = previous_item + 1; i <= item && i < items; ++i) {
+      out[i].chunk = chunk;
+      out[i].tile_begin = static_cast<uint32_t>(t);
+      out[i].first_value = before;
     }
-    __syncthreads();  // every thread has read the batch's lengths and starts before they are replaced
-    if (threadIdx.x == 0) {
-      lengths[kPartitionItemThreads] = lengths[blockDim.x - 1];  // the last length, for the next batch's first tile
-      carried += starts[blockDim.x];
-    }
-    __syncthreads();  // the carried count must be updated before the next batch reads it
+    previous_item = item;
+    before += runs[t] & 0xffffu;
   }
-  // Item i ends where item i + 1 begins; item starts were written by other threads of this block above.
+  __syncthreads();  // item starts were written by other threads of this block
+  // Item i ends where item i + 1 begins.
   for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) {
     const bool last = i + 1 == items;
     out[i].tile_end = last ? static_cast<uint32_t>(s.tiles) : out[i + 1].tile_begin;
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
 // Kernel 3: a persistent grid whose blocks claim the items in turn; chunk bins in shared memory (Policy's
 // accumulator).
 template <typename Policy>
-__global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const HistogramParams p, const Slice s) {
+__global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const HistogramParams p, const Slice s) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
   // Dynamic shared memory: the batch's runs, the scan of their vector counts and the claimed item
@@ -174,43 +175,54 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
     // Few elements do not pay for a pass over the chunk's bins: they go straight to the output.
     const bool direct = int64_t(item.values) * kPartitionDirectRatio < chunk_bins;
     const uint32_t* runs = s.runs + int64_t(item.chunk) * s.tiles;
-    auto add = [&](uint32_t local, int64_t at) {
-      if constexpr (kCounts) {
-        // A warp whose elements all fall in one bin (one hot bin, sorted data) adds once.
-        const uint32_t lead = __shfl_sync(0xffffffffu, local, 0);
-        if (__all_sync(0xffffffffu, local == lead)) {
-          if (lane == 0 && lead != kNoEntry) {
-            if (direct) {
-              Policy::add_global(p, flat_first + lead, 32u);
-            } else {
-              atomicAdd(bins + lead, 32u);
-            }
-          }
-          return;
-        }
-      }
-      if (local == kNoEntry) return;
-      Acc contribution;
-      if constexpr (kCounts) {
-        contribution = 1u;
-      } else {
-        contribution = static_cast<const Acc*>(s.values)[at];
-      }
+    // `count` elements of bin `local` (counts only).
+    auto add_count = [&](uint32_t local, uint32_t count) {
       if (direct) {
-        Policy::add_global(p, flat_first + local, contribution);
+        Policy::add_global(p, flat_first + local, count);
       } else {
-        Policy::add_shared(bins + local, contribution);
+        atomicAdd(bins + local, count);
       }
     };
     // The entries of one 16-byte vector (the `vector`-th of tile `tile`'s entries) that lie in the run
-    // [first, stop) (tile-relative), each passed to add (kNoEntry outside the run; every thread adds all eight).
+    // [first, stop) (tile-relative). Every thread of the warp calls it together (past the end: an empty run).
     auto add_vector = [&](const uint4& raw, int64_t tile, uint32_t vector, uint32_t first, uint32_t stop) {
       const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+      uint32_t local[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) local[j] = (words[j / 2] >> (16 * (j % 2))) & 0xffffu;
+      // The run's entries among the vector's eight: all of them but at the run's two ends.
+      const uint32_t base = vector * 8u;
+      const uint32_t begin = first > base ? min(first - base, 8u) : 0u;
+      const uint32_t end = stop > base ? min(stop - base, 8u) : 0u;
+      const uint32_t inside = end > begin ? ((1u << end) - 1u) & ~((1u << begin) - 1u) : 0u;
+      if constexpr (kCounts) {
+        // A vector of one bin (sorted data) adds once, and a warp of such vectors of one bin (one hot bin) adds once.
+        bool one_bin = inside == 0xffu;
+#pragma unroll
+        for (int j = 1; j < 8; ++j) one_bin = one_bin && local[j] == local[0];
+        const uint32_t lead = __shfl_sync(0xffffffffu, local[0], 0);
+        if (__all_sync(0xffffffffu, one_bin && local[0] == lead)) {
+          if (lane == 0) add_count(lead, 8u * 32u);
+          return;
+        }
+        if (one_bin) {
+          add_count(local[0], 8u);
+          return;
+        }
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const uint32_t at = vector * 8u + uint32_t(j);
-        const uint32_t local = (words[j / 2] >> (16 * (j % 2))) & 0xffffu;
-        add(at >= first && at < stop ? local : kNoEntry, tile * kTile + at);
+        if (((inside >> j) & 1u) == 0u) continue;
+        if constexpr (kCounts) {
+          add_count(local[j], 1u);
+        } else {
+          const Acc contribution = static_cast<const Acc*>(s.values)[tile * kTile + base + uint32_t(j)];
+          if (direct) {
+            Policy::add_global(p, flat_first + local[j], contribution);
+          } else {
+            Policy::add_shared(bins + local[j], contribution);
+          }
+        }
       }
     };
     // Up to one tile's run per thread at a time, read as 16-byte vectors (8 entries; a run's first and last vector
@@ -228,7 +240,7 @@ __global__ void __launch_bounds__(kPartitionCountThreads) count_kernel(const His
                                        [](int, uint32_t, uint32_t) {});
       __syncthreads();  // the scan must be complete before it is searched
       const uint32_t total = vector_firsts[blockDim.x];
-      // Rounds are the same for every thread (add() is warp-collective); past the end a thread adds nothing.
+      // Rounds are the same for every thread (add_vector is warp-collective); past the end a thread adds nothing.
       for (uint32_t round = 0; round < total; round += 2u * blockDim.x) {
         const uint32_t v0 = round + 2u * threadIdx.x;
         int low = 0, high = blockDim.x;  // vector_firsts[low] <= v0 < vector_firsts[high]
