@@ -91,17 +91,17 @@ constexpr int64_t kPartitionDirectRatio = 8;
 constexpr int kPartitionItemRoundsTried = 3;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 58112 bins). Measured by benchmarks/bench_plan.py on the H100
-// 80GB HBM3 (RESULTS.md "Plan thresholds", fourth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
+// 80GB HBM3 (RESULTS.md "Plan thresholds", fifth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
 // global):
-//   262144:   uniform 1.44 / 3.30, normal 1.64 / 3.26, zipf 1.63 / 3.63, one hot 0.51 / 0.49, sorted 0.97 / 0.67
-//   1048576:  uniform 1.33 / 3.29, normal 1.55 / 3.28, zipf 1.82 / 4.06, one hot 0.52 / 0.49, sorted 1.07 / 0.92
-//   4194304:  uniform 1.58 / 4.56, normal 1.79 / 3.41, zipf 2.05 / 5.66, one hot 0.53 / 0.50, sorted 1.16 / 0.81
-//   16777216: uniform 2.59 / 16.0, normal 2.75 / 11.6, zipf 2.80 / 8.38, one hot 0.71 / 0.53, sorted 1.48 / 0.90
+//   262144:   uniform 1.28 / 3.24, normal 1.44 / 3.20, zipf 1.42 / 3.63, one hot 0.49 / 0.49, sorted 0.87 / 0.67
+//   1048576:  uniform 1.17 / 3.23, normal 1.38 / 3.22, zipf 1.60 / 4.05, one hot 0.49 / 0.49, sorted 0.98 / 0.93
+//   4194304:  uniform 1.38 / 4.48, normal 1.59 / 3.35, zipf 1.82 / 5.76, one hot 0.51 / 0.50, sorted 1.06 / 0.81
+//   16777216: uniform 2.26 / 16.0, normal 2.42 / 11.6, zipf 2.43 / 8.51, one hot 0.69 / 0.53, sorted 1.35 / 0.89
 // As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
-// (1.16-1.65x global: sorted) against global's (2.3-6.2x the partition: uniform or Zipf).
-// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.51 (1.76x),
-// the partition's uniform, 1.55 / 0.96 (1.61x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
-// At 4 blocks (cluster 4 forced at 131072: one hot 1.14, uniform 1.23) the partition would win; not yet moved.
+// (1.05-1.51x global past 232448 bins: sorted) against global's (2.5-7.1x the partition: uniform or Zipf).
+// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.89 / 0.49 (1.83x),
+// the partition's normal, 1.53 / 0.95 (1.62x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
+// At 4 blocks (cluster 4 forced at 131072: one hot 1.13, uniform 1.23) the partition would win; not yet moved.
 // Weighted sums were not timed, so the plan keeps them on "global".
 constexpr int64_t kPartitionAutoMinBins = 232448;
 // ... and only for a histogram of at least kPartitionAutoMinElements elements: the tier's slices and chunk flushes
