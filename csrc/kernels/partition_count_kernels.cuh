@@ -175,12 +175,12 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
     // Few elements do not pay for a pass over the chunk's bins: they go straight to the output.
     const bool direct = int64_t(item.values) * kPartitionDirectRatio < chunk_bins;
     const uint32_t* runs = s.runs + int64_t(item.chunk) * s.tiles;
-    // `count` elements of bin `local` (counts only).
-    auto add_count = [&](uint32_t local, uint32_t count) {
+    // `contribution` to bin `local` of the chunk (for counts: that many elements).
+    auto add = [&](uint32_t local, Acc contribution) {
       if (direct) {
-        Policy::add_global(p, flat_first + local, count);
+        Policy::add_global(p, flat_first + local, contribution);
       } else {
-        atomicAdd(bins + local, count);
+        Policy::add_shared(bins + local, contribution);
       }
     };
     // The entries of one 16-byte vector (the `vector`-th of tile `tile`'s entries) that lie in the run
@@ -202,11 +202,11 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
         for (int j = 1; j < 8; ++j) one_bin = one_bin && local[j] == local[0];
         const uint32_t lead = __shfl_sync(0xffffffffu, local[0], 0);
         if (__all_sync(0xffffffffu, one_bin && local[0] == lead)) {
-          if (lane == 0) add_count(lead, 8u * 32u);
+          if (lane == 0) add(lead, 8u * 32u);
           return;
         }
         if (one_bin) {
-          add_count(local[0], 8u);
+          add(local[0], 8u);
           return;
         }
       }
@@ -214,14 +214,9 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       for (int j = 0; j < 8; ++j) {
         if (((inside >> j) & 1u) == 0u) continue;
         if constexpr (kCounts) {
-          add_count(local[j], 1u);
+          add(local[j], 1u);
         } else {
-          const Acc contribution = static_cast<const Acc*>(s.values)[tile * kTile + base + uint32_t(j)];
-          if (direct) {
-            Policy::add_global(p, flat_first + local[j], contribution);
-          } else {
-            Policy::add_shared(bins + local[j], contribution);
-          }
+          add(local[j], static_cast<const Acc*>(s.values)[tile * kTile + base + uint32_t(j)]);
         }
       }
     };
