@@ -30,6 +30,7 @@ CASES = [
     ("image channels: 96 x 2^20 uint8, 256 bins", 96, 2**20, 256, torch.uint8),
     ("1024 x 16384 int32, 4096 bins", 1024, 16384, 4096, torch.int32),
     ("a few long rows: 8 x 2^24 int32, 65536 bins", 8, 2**24, 65536, torch.int32),
+    ("a few long rows, many bins: 4 x 2^25 int32, 1048576 bins", 4, 2**25, 1048576, torch.int32),
 ]
 
 
@@ -77,12 +78,12 @@ def render(results: List[tuple]) -> str:
         "| case | " + " | ".join(names) + " | speedup vs best torch idiom | plan |",
         "|---|" + "---|" * (len(names) + 2),
     ]
-    for label, bins, times in results:
+    for label, rows, length, bins, dtype, times in results:
         cells = ["**FAIL**" if times.get(n) is None else f"{times[n]:.3g}" for n in names]
         best_torch = min(t for n, t in times.items() if n in names[2:] and t is not None)
         ours = times.get("dsmhist")
         speedup = f"{best_torch / ours:.2f}x" if ours else "n/a"
-        plan = torch_dsmhist.plan(bins, dtype=torch.int32)
+        plan = torch_dsmhist.plan(bins, dtype=dtype, rows=rows, row_length=length)
         plan_text = plan.tier + (f" ({plan.cluster_size} blocks)" if plan.tier == "cluster" else "")
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {speedup} | {plan_text} |")
     lines += ["", "Reproduce: `python benchmarks/bench_batched.py`."]
@@ -105,7 +106,7 @@ def main() -> int:
         torch.cuda.empty_cache()  # the case's inputs are gone: give their memory back before the next
         failed |= any(t is None for t in times.values())
         print("    " + ", ".join(f"{k} {v:.3g} ms" if v else f"{k} FAIL" for k, v in times.items()), flush=True)
-        results.append((label, bins, times))
+        results.append((label, rows, length, bins, dtype, times))
     section = render(results)
     write_results_section(SECTION, section, args.out_dir)
     print(section)

@@ -2,7 +2,7 @@
 """The measurements behind the planner's thresholds (csrc/kernels/tuning.h): where the cluster tier stops paying and
 where the partition tier starts.
 
-    python benchmarks/bench_plan.py [--n N] [--out-dir DIR]
+    python benchmarks/bench_plan.py [--n N] [--out-dir DIR] [--weighted]
 
 For bin counts from one block's shared memory to past the largest cluster's, on 2^28 int32 values of every
 distribution of the suite (uniform, normal, one hot bin, zipf, sorted), it times:
@@ -15,6 +15,12 @@ timings. The verdict line per bin count is the worst case over the distributions
 (global): the planner keeps the cluster tier where that is below 1. For the partition tier it gives the worst case of
 partition / global and of global / partition: the planner takes the partition where the first is the smaller.
 Writes the "plan" section of RESULTS.md.
+
+With --weighted it times the other accumulators instead (the measurements behind keeping them off the partition tier,
+beside kPartitionAutoMinBins in csrc/kernels/tuning.h): float32 and float64 weights, and the deterministic float64
+sum (fixed point), auto, global and partition, on the same inputs with integer weights in [0, 4) (so float64 and the
+deterministic sum are exact, and float32 is exact in every bin whose total stays below 2^24: the bins checked).
+Writes the "plan-weighted" section.
 """
 
 import argparse
@@ -44,17 +50,101 @@ from benchlib import (
 )
 
 SECTION = "plan"  # this script's section of RESULTS.md
+WEIGHTED_SECTION = "plan-weighted"
 
 
-def timed(call, reference: torch.Tensor, reps: int) -> Tuple[Optional[float], str]:
-    """(median ms, status) of `call`, after checking its result against `reference`."""
+def timed(call, reference: torch.Tensor, reps: int, check=None) -> Tuple[Optional[float], str]:
+    """(median ms, status) of `call`, after checking its result against `reference` (equal, or `check(got, ref)`)."""
     try:
-        if not torch.equal(call(), reference):
+        got = call()
+        if not (check(got, reference) if check else torch.equal(got, reference)):
             return None, "FAIL"
+        del got
         runs = reps if event_ms(call, 1)[0] < 100 else 1
         return statistics.median(event_ms(call, runs)), "ok"
     except ValueError as error:
         return None, "n/a: " + first_line(error)[:60]
+
+
+def weighted_call(tier: str, x: torch.Tensor, bins: int, weight: torch.Tensor, deterministic: bool):
+    """A no-argument weighted histogram of x with `tier` forced ("auto": the planner's), optionally deterministic."""
+    def call() -> torch.Tensor:
+        previous = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(deterministic)
+        try:
+            with torch_dsmhist.force_tier(tier):
+                return torch_dsmhist.histogram(x, bins, weight=weight)
+        finally:
+            torch.use_deterministic_algorithms(previous)
+    return call
+
+
+def float32_exact_where_small(got: torch.Tensor, reference: torch.Tensor) -> bool:
+    """float32 sums of integer weights are exact wherever the bin's total stays below 2^24."""
+    small = reference < 2.0**24
+    return bool(torch.equal(got[small].double(), reference[small]))
+
+
+def weighted_main(args) -> int:
+    started = time.perf_counter()
+    bins_list = [4096, 65536, 131072, 262144, 1048576, 4194304, 16777216]
+    callers = (("float32", torch.float32, False), ("float64", torch.float64, False),
+               ("deterministic float64", torch.float64, True))
+    tiers = ("auto", "global", "partition")
+    rows: Dict[Tuple[int, str, str], Dict[str, Tuple[Optional[float], str]]] = {}
+    failures: List[str] = []
+    for bins, distribution in progress([(b, d) for b in bins_list for d in DISTRIBUTIONS], "cases"):
+        gen = torch.Generator(device="cuda").manual_seed(bins)
+        x = make_values(distribution, args.n, bins, torch.int32, gen)
+        w64 = torch.randint(0, 4, (args.n,), generator=gen, device="cuda").double()
+        reference = torch.bincount(x, weights=w64, minlength=bins)
+        for caller, dtype, deterministic in callers:
+            w = w64 if dtype == torch.float64 else w64.float()
+            check = float32_exact_where_small if dtype == torch.float32 else None
+            cells = {tier: timed(weighted_call(tier, x, bins, w, deterministic), reference, args.reps, check)
+                     for tier in tiers}
+            failures += [f"{caller} {tier} @ {bins} {distribution}" for tier, (_, status) in cells.items()
+                         if status == "FAIL"]
+            rows[(bins, distribution, caller)] = cells
+            del w
+            release()
+        del x, w64, reference
+        release()
+
+    props = torch.cuda.get_device_properties(0)
+    lines = ["# Plan thresholds for weighted sums (benchmarks/bench_plan.py --weighted)", ""]
+    if failures:
+        lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
+    lines += [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch {torch.__version__}; "
+              f"date {today()}; git commit: {git_commit()}; {time.perf_counter() - started:.0f} s",
+              f"- 2^{args.n.bit_length() - 1} int32 values with integer weights in [0, 4), median ms of {args.reps} "
+              "CUDA-event timings (1 when the first run took over 100 ms). `partition / global` and `global / "
+              "partition`: each tier's worst distribution against the other.", ""]
+    verdict = []
+    for caller, _, _ in callers:
+        lines += [f"## {caller} weights" if caller != "deterministic float64" else "## deterministic float64 sums", ""]
+        body = []
+        for bins in bins_list:
+            part_worst = global_worst = None
+            for d in DISTRIBUTIONS:
+                cells = rows[(bins, d, caller)]
+                body.append([str(bins), d] + [fmt(cells[t][0]) if cells[t][1] == "ok" else cells[t][1] for t in tiers])
+                g, part = cells["global"][0], cells["partition"][0]
+                if g and part:
+                    part_worst = max(part_worst or 0.0, part / g)
+                    global_worst = max(global_worst or 0.0, g / part)
+            verdict.append([caller, str(bins), f"{part_worst:.2f}" if part_worst else "—",
+                            f"{global_worst:.2f}" if global_worst else "—"])
+        lines += md_table(["bins", "distribution"] + list(tiers), body)
+    lines += ["## Verdict", ""] + md_table(["sum", "bins", "partition / global (worst)", "global / partition (worst)"],
+                                           verdict)
+    lines += ["", "Reproduce: `python benchmarks/bench_plan.py --weighted`."]
+    section = "\n".join(lines) + "\n"
+    write_results_section(WEIGHTED_SECTION, section, args.out_dir)
+    print(section)
+    for failure in failures:
+        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def main() -> int:
@@ -62,10 +152,13 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=2**28, help="int32 values per input (default 2^28)")
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
+    parser.add_argument("--weighted", action="store_true", help="weighted and deterministic sums instead of counts")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench_plan needs a CUDA device")
         return 2
+    if args.weighted:
+        return weighted_main(args)
     started = time.perf_counter()
     shared, largest = device_boundaries()
     if largest == shared:

@@ -100,16 +100,22 @@ def test_plan_reports_cluster_layout():
 
 def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
     """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins, not weighted
-    sums; the planned call is right on adversarial data."""
+    sums (global is faster on 4 of 5 distributions for them: tuning.h); the planned call is right on adversarial
+    data, weighted or not."""
     assert torch_dsmhist.plan(232448).tier != "partition"
     assert torch_dsmhist.plan(232449).tier == "partition"
-    assert torch_dsmhist.plan(16 << 20, weight_dtype=torch.float32).tier == "global"
+    for weight_dtype in (torch.float32, torch.float64):
+        assert torch_dsmhist.plan(232449, weight_dtype=weight_dtype).tier == "global"
+        assert torch_dsmhist.plan(16 << 20, weight_dtype=weight_dtype).tier == "global"
     assert torch_dsmhist.plan(33521664).tier == "partition"  # the tier's capacity for counts (README)
     assert torch_dsmhist.plan(33521665).tier == "global"
     for bins in (232449, (4 << 20) + 7):
         for distribution in DISTRIBUTIONS:
             x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()
             assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, distribution)
+            w = torch.randint(-3, 5, (x.numel(),), generator=gen).double().cuda()
+            assert torch.equal(torch_dsmhist.histogram(x, bins, weight=w).cpu(), reference_histogram(x, bins, weight=w)), \
+                (bins, distribution, "weighted")
 
 
 @pytest.mark.parametrize("bins", [(1 << 20) + 3, (4 << 20) + 7])
@@ -173,6 +179,62 @@ def test_partition_counts_runs_of_one_bin_among_others(hot_share, gen):
             torch.testing.assert_close(torch_dsmhist.histogram(view, bins, weight=w), sums, msg=f"seed {seed}")
             torch.testing.assert_close(torch_dsmhist.histogram(view, bins, weight=w.float()), sums.float(),
                                        rtol=1e-4, atol=1e-3, msg=f"seed {seed}")
+
+
+def runs_of_bins(n: int, bins: int, gen: torch.Generator) -> torch.Tensor:
+    """n int32 values in runs of one bin (random lengths 1-40, random bins, a few out of range)."""
+    lengths = torch.randint(1, 41, (n,), generator=gen)
+    runs = int((lengths.cumsum(0) < n).sum()) + 1
+    values = torch.randint(-2, bins + 2, (runs,), generator=gen)
+    return values.repeat_interleave(lengths[:runs])[:n].to(torch.int32)
+
+
+@pytest.mark.parametrize("distribution", ["one_hot", "sorted", "two_edges", "runs"])
+@pytest.mark.parametrize("bins", [300, 100003, 300007])
+def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
+    """Weighted and deterministic sums add a thread's consecutive contributions to one bin once (a warp's, when all
+    are of one bin; in tier partition a 16-byte vector's and a warp's). Every tier forced, on one hot bin, sorted
+    data, two edge bins and runs of random lengths; 1-D (aligned, misaligned, strided), batched rows whose
+    neighbours share a bin, and histogram_add_; integer weights in [-3, 4] (zeros add nothing), so float64, float32
+    (every total below 2^24) and the deterministic sum are exact against the float64 reference."""
+    n = 300_007
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    local = torch.Generator().manual_seed(seed)
+    if distribution == "runs":
+        x = runs_of_bins(n, bins, local)
+    else:
+        x = make_index_values(n, bins, torch.int32, distribution, local)
+    x = x.cuda()
+    w64 = torch.randint(-3, 5, (n,), generator=local).double().cuda()
+    rows = x[: 5 * 60_000].view(5, 60_000)
+    cases = {
+        "aligned": (x, slice(None)),
+        "misaligned": (x[1:], slice(1, None)),
+        "strided": (x[::3], slice(None, None, 3)),
+    }
+    for kind in ("float32", "float64", "deterministic"):
+        w = w64.float() if kind == "float32" else w64
+        torch.use_deterministic_algorithms(kind == "deterministic")
+        try:
+            for name, tier, size in tier_variants(bins):
+                if not plannable(tier, size, bins, weight_dtype=w.dtype):
+                    continue
+                where = f"tier {name}, {kind}, seed {seed}"
+                with torch_dsmhist.force_tier(tier, size):
+                    for layout, (xs, part) in cases.items():
+                        got = torch_dsmhist.histogram(xs, bins, weight=w[part]).cpu().double()
+                        expected = reference_histogram(xs, bins, weight=w64[part]).double()
+                        assert torch.equal(got, expected), f"{where}, {layout}"
+                    got = torch_dsmhist.batched_histogram(rows, bins, weight=w[: rows.numel()].view(5, -1)).cpu()
+                    expected = torch.stack([reference_histogram(r, bins, weight=wr).double()
+                                            for r, wr in zip(rows, w64[: rows.numel()].view(5, -1))])
+                    assert torch.equal(got.double(), expected), f"{where}, batched"
+                    hist = torch.ones(bins, dtype=w.dtype, device="cuda")
+                    torch_dsmhist.histogram_add_(hist, x, weight=w)
+                    assert torch.equal(hist.cpu().double(), 1 + reference_histogram(x, bins, weight=w64).double()), \
+                        f"{where}, histogram_add_"
+        finally:
+            torch.use_deterministic_algorithms(False)
 
 
 def test_plan_takes_global_for_few_elements_per_bin(gen):

@@ -19,11 +19,11 @@ namespace dsmhist {
 //   shared         all bins in every block's shared memory (block-private copies, flushed once per block); small
 //                  1-D calls run as one cluster that sums the blocks' copies through DSMEM instead.
 //   partition      many bins: the input, in slices, grouped by chunk of bins (kernel 1), then each chunk counted in
-//                  one block's shared memory (kernels 2-3); a workspace of at most 64 MiB. No cluster needed. The
-//                  planner takes it for counts past 4M bins (tuning.h: below that, "global" is faster on skewed data).
+//                  one block's shared memory (kernels 2-3); a workspace of at most 256 MiB. No cluster needed. The
+//                  planner takes it past kPartitionAutoMinBins bins (tuning.h, with the measurements).
 //   cluster        the bins split across the blocks of a cluster; every block reads the whole input and counts only
 //                  its own bin range, with local shared-memory atomics (no DSMEM traffic).
-//   global         atomics straight into the output (run merging and a per-block cache of hot bins for counts).
+//   global         atomics straight into the output (run merging; a per-block cache of hot bins for counts).
 //   cluster_dsmem  the CUDA guide's design: the bins split across a cluster, every thread adding into the owning
 //                  block's bins through DSMEM; slower than "cluster", so only ever forced.
 #define DSMHIST_FOR_EACH_TIER(X)                                        \

@@ -195,29 +195,42 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       const uint32_t begin = first > base ? min(first - base, 8u) : 0u;
       const uint32_t end = stop > base ? min(stop - base, 8u) : 0u;
       const uint32_t inside = end > begin ? ((1u << end) - 1u) & ~((1u << begin) - 1u) : 0u;
-      if constexpr (kCounts) {
-        // A vector of one bin (sorted data) adds once, and a warp of such vectors of one bin (one hot bin) adds once.
-        bool one_bin = inside == 0xffu;
+      // Each entry's contribution: 1 for counts, else its value (read for the run's entries only).
+      Acc value[8];
 #pragma unroll
-        for (int j = 1; j < 8; ++j) one_bin = one_bin && local[j] == local[0];
-        const uint32_t lead = __shfl_sync(0xffffffffu, local[0], 0);
-        if (__all_sync(0xffffffffu, one_bin && local[0] == lead)) {
-          if (lane == 0) add(lead, 8u * 32u);
-          return;
+      for (int j = 0; j < 8; ++j) {
+        if constexpr (kCounts) {
+          value[j] = 1u;
+        } else {
+          value[j] = ((inside >> j) & 1u) != 0u ? static_cast<const Acc*>(s.values)[tile * kTile + base + uint32_t(j)]
+                                                : Acc(0);
         }
-        if (one_bin) {
-          add(local[0], 8u);
-          return;
+      }
+      // A vector of one bin (sorted data) adds once, and a warp of such vectors of one bin (one hot bin) adds once.
+      bool one_bin = inside == 0xffu;
+#pragma unroll
+      for (int j = 1; j < 8; ++j) one_bin = one_bin && local[j] == local[0];
+      Acc vector_total = value[0];
+#pragma unroll
+      for (int j = 1; j < 8; ++j) vector_total = Policy::combine(vector_total, value[j]);
+      const uint32_t lead = __shfl_sync(0xffffffffu, local[0], 0);
+      if (__all_sync(0xffffffffu, one_bin && local[0] == lead)) {
+        Acc warp_total = kCounts ? Acc(8u * 32u) : vector_total;
+        if constexpr (!kCounts) {
+          for (int offset = 16; offset > 0; offset /= 2) {
+            warp_total = Policy::combine(warp_total, __shfl_xor_sync(0xffffffffu, warp_total, offset));
+          }
         }
+        if (lane == 0) add(lead, warp_total);
+        return;
+      }
+      if (one_bin) {
+        add(local[0], vector_total);
+        return;
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        if (((inside >> j) & 1u) == 0u) continue;
-        if constexpr (kCounts) {
-          add(local[j], 1u);
-        } else {
-          add(local[j], static_cast<const Acc*>(s.values)[tile * kTile + base + uint32_t(j)]);
-        }
+        if (((inside >> j) & 1u) != 0u) add(local[j], value[j]);
       }
     };
     // Up to one tile's run per thread at a time, read as 16-byte vectors (8 entries; a run's first and last vector

@@ -51,15 +51,29 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     if (!p.reduce_through_dsmem) detail::flush_bins<Policy>(p, bins, row, 0, p.bins);
   };
   const auto count_bins = [&] {
+    // Weighted and deterministic sums add a thread's consecutive contributions to one bin once (RunMerger); counts
+    // add each element (a shared-memory increment is as cheap as the compare).
+    constexpr bool kMerge = !std::is_same<Policy, detail::CountPolicy>::value;
+    detail::RunMerger<Policy, uint32_t> run;
+    const auto add_shared = [&](uint32_t bin, Acc total) { Policy::add_shared(bins + bin, total); };
     detail::for_each_item<T>(
         p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
           const int64_t bin = binner(value);
           if (bin < 0) return;
           const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
-          if (add != Acc(0)) Policy::add_shared(bins + bin, add);
+          if (add == Acc(0)) return;
+          if constexpr (kMerge) {
+            run.push(static_cast<uint32_t>(bin), add, add_shared);
+          } else {
+            Policy::add_shared(bins + bin, add);
+          }
         },
-        [] { __syncthreads(); }, flush);
+        [&] {
+          if constexpr (kMerge) run.emit(add_shared);
+          __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
+        },
+        flush);
   };
   if constexpr (kMayTallyBytes<T, Policy>) {
     if (tallying) {

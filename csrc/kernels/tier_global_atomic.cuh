@@ -49,6 +49,9 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
     __syncthreads();  // every add into the cache must land before it is flushed
     cache.flush(p);
   } else {
+    // A thread's consecutive contributions to one bin add once, and a warp whose last runs are all of one bin once.
+    detail::RunMerger<Policy, int64_t> run;
+    const auto add_global = [&](int64_t flat_bin, Acc total) { Policy::add_global(p, flat_bin, total); };
     detail::for_each_item<T>(
         p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
@@ -56,9 +59,10 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
           if (bin < 0) return;
           const int64_t flat_bin = span.output_row * p.bins + bin;
           const Acc add = Policy::contribution(p, flat_bin, weight_offset);
-          if (add != Acc(0)) Policy::add_global(p, flat_bin, add);
+          if (add != Acc(0)) run.push(flat_bin, add, add_global);
         },
         [] {}, [](int64_t) {});
+    run.emit_warp(add_global);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cluster_common.cuh"
 #include "policies.cuh"
@@ -29,6 +30,10 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
   __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
   const Binner<T> binner(p);
+  // Weighted and deterministic sums add a thread's consecutive contributions to one owned bin once (RunMerger).
+  constexpr bool kMerge = !std::is_same<Policy, detail::CountPolicy>::value;
+  detail::RunMerger<Policy, uint32_t> run;
+  const auto add_shared = [&](uint32_t local, Acc total) { Policy::add_shared(slice.bins + local, total); };
   detail::for_each_item<T>(
       p, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size, threadIdx.x, blockDim.x,
       [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
@@ -37,9 +42,17 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
         const uint32_t local = static_cast<uint32_t>(bin - slice.first);
         if (local >= owned32) return;
         const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
-        if (add != Acc(0)) Policy::add_shared(slice.bins + local, add);
+        if (add == Acc(0)) return;
+        if constexpr (kMerge) {
+          run.push(local, add, add_shared);
+        } else {
+          Policy::add_shared(slice.bins + local, add);
+        }
       },
-      [] { __syncthreads(); },
+      [&] {
+        if constexpr (kMerge) run.emit(add_shared);
+        __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
+      },
       [&](int64_t row) { detail::flush_bins<Policy>(p, slice.bins, row, slice.first, slice.owned); });
 #endif
   // Without sm_90 code this body is empty; the host launches the cluster tiers only after checking that the loaded

@@ -102,7 +102,14 @@ constexpr int kPartitionItemRoundsTried = 3;
 // Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.89 / 0.49 (1.83x),
 // the partition's normal, 1.53 / 0.95 (1.62x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
 // At 4 blocks (cluster 4 forced at 131072: one hot 1.13, uniform 1.23) the partition would win; not yet moved.
-// Weighted sums were not timed, so the plan keeps them on "global".
+// Weighted sums stay on "global" (bench_plan.py --weighted, RESULTS.md "Plan thresholds for weighted sums", H100,
+// 2026-11-23, 2^28 int32, integer weights, median ms global / partition, after runs of one bin were merged):
+//   float32, 1048576: uniform 2.67 / 3.76, normal 2.64 / 3.85, one hot 1.03 / 3.59, zipf 35.0 / 6.82, sorted 1.49 / 4.05
+//   float64, 1048576: uniform 2.82 / 6.20, normal 2.83 / 6.95, one hot 1.23 / 6.07, zipf 38.4 / 12.3, sorted 1.79 / 6.68
+//   float32, 16777216: uniform 9.74 / 5.83, normal 5.29 / 5.42, one hot 1.05 / 3.84, zipf 42.5 / 7.05, sorted 1.2 / 4.65
+// Global is faster on 4 of 5 distributions from 262144 to 4194304 bins (float32, float64, deterministic), on 3 of 5
+// at 16777216 (float32); the partition wins Zipf (global 3.1-6.0x it) but is 3.5x (float32), 4.9x (float64) and 4.0x
+// (deterministic) global on one hot bin. As for the cluster tier, the plan keeps the tier faster on most.
 constexpr int64_t kPartitionAutoMinBins = 232448;
 // ... and only for a histogram of at least kPartitionAutoMinElements elements: the tier's slices and chunk flushes
 // cost 60-110 us whatever the data below 2^22 elements. Device time per call, us (CUDA-graph replay, as for
