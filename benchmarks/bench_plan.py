@@ -66,6 +66,27 @@ def timed(call, reference: torch.Tensor, reps: int, check=None) -> Tuple[Optiona
         return None, "n/a: " + first_line(error)[:60]
 
 
+def header(title: str, failures: List[str], started: float) -> List[str]:
+    """A section's title, its correctness failures (if any) and the device / run line."""
+    props = torch.cuda.get_device_properties(0)
+    lines = [title, ""]
+    if failures:
+        lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
+    return lines + [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch "
+                    f"{torch.__version__}; date {today()}; git commit: {git_commit()}; "
+                    f"{time.perf_counter() - started:.0f} s"]
+
+
+def finish(name: str, lines: List[str], failures: List[str], out_dir: Optional[Path]) -> int:
+    """Writes section `name` of RESULTS.md, prints it and the failures; the exit status."""
+    section = "\n".join(lines) + "\n"
+    write_results_section(name, section, out_dir)
+    print(section)
+    for failure in failures:
+        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def weighted_call(tier: str, x: torch.Tensor, bins: int, weight: torch.Tensor, deterministic: bool):
     """A no-argument weighted histogram of x with `tier` forced ("auto": the planner's), optionally deterministic."""
     def call() -> torch.Tensor:
@@ -111,13 +132,8 @@ def weighted_main(args) -> int:
         del x, w64, reference
         release()
 
-    props = torch.cuda.get_device_properties(0)
-    lines = ["# Plan thresholds for weighted sums (benchmarks/bench_plan.py --weighted)", ""]
-    if failures:
-        lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
-    lines += [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch {torch.__version__}; "
-              f"date {today()}; git commit: {git_commit()}; {time.perf_counter() - started:.0f} s",
-              f"- 2^{args.n.bit_length() - 1} int32 values with integer weights in [0, 4), median ms of {args.reps} "
+    lines = header("# Plan thresholds for weighted sums (benchmarks/bench_plan.py --weighted)", failures, started)
+    lines += [f"- 2^{args.n.bit_length() - 1} int32 values with integer weights in [0, 4), median ms of {args.reps} "
               "CUDA-event timings (1 when the first run took over 100 ms). `partition / global` and `global / "
               "partition`: each tier's worst distribution against the other.", ""]
     verdict = []
@@ -139,12 +155,7 @@ def weighted_main(args) -> int:
     lines += ["## Verdict", ""] + md_table(["sum", "bins", "partition / global (worst)", "global / partition (worst)"],
                                            verdict)
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py --weighted`."]
-    section = "\n".join(lines) + "\n"
-    write_results_section(WEIGHTED_SECTION, section, args.out_dir)
-    print(section)
-    for failure in failures:
-        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return finish(WEIGHTED_SECTION, lines, failures, args.out_dir)
 
 
 def main() -> int:
@@ -187,13 +198,8 @@ def main() -> int:
         del x, reference
         release()
 
-    props = torch.cuda.get_device_properties(0)
-    lines = ["# Plan thresholds (benchmarks/bench_plan.py)", ""]
-    if failures:
-        lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
-    lines += [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch {torch.__version__}; "
-              f"date {today()}; git commit: {git_commit()}; {time.perf_counter() - started:.0f} s",
-              f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
+    lines = header("# Plan thresholds (benchmarks/bench_plan.py)", failures, started)
+    lines += [f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
               f"first run took over 100 ms). One block holds {shared} bins; the largest cluster {largest}.",
               "- `cluster k`: tier cluster forced to k blocks. `best/global`: the best cluster size over global atomics, "
               "worst distribution; the planner uses the cluster tier where it is below 1. `partition / global` and "
@@ -229,12 +235,7 @@ def main() -> int:
         ["bins", "best cluster / global (worst distribution)", "partition / global (worst)", "global / partition (worst)"],
         [[str(b), ratio(w), ratio(pw), ratio(gw)] for b, w, pw, gw in verdicts])
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py`."]
-    section = "\n".join(lines) + "\n"
-    write_results_section(SECTION, section, args.out_dir)
-    print(section)
-    for failure in failures:
-        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return finish(SECTION, lines, failures, args.out_dir)
 
 
 if __name__ == "__main__":
