@@ -215,12 +215,8 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       for (int j = 1; j < 8; ++j) vector_total = Policy::combine(vector_total, value[j]);
       const uint32_t lead = __shfl_sync(0xffffffffu, local[0], 0);
       if (__all_sync(0xffffffffu, one_bin && local[0] == lead)) {
-        Acc warp_total = kCounts ? Acc(8u * 32u) : vector_total;
-        if constexpr (!kCounts) {
-          for (int offset = 16; offset > 0; offset /= 2) {
-            warp_total = Policy::combine(warp_total, __shfl_xor_sync(0xffffffffu, warp_total, offset));
-          }
-        }
+        Acc warp_total = Acc(8u * 32u);
+        if constexpr (!kCounts) warp_total = dsmhist::detail::warp_combine<Policy>(vector_total);
         if (lane == 0) add(lead, warp_total);
         return;
       }

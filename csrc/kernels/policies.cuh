@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/binning.h"
 #include "../common/call.h"
@@ -102,20 +103,36 @@ struct FixedPointPolicy {
   __device__ static void store(const HistogramParams&, int64_t, Acc) {}
 };
 
+// The 32 lanes' values combined (every lane gets the result); all lanes of the warp call it together.
+template <typename Policy>
+__device__ __forceinline__ typename Policy::Acc warp_combine(typename Policy::Acc value) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value = Policy::combine(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  return value;
+}
+
 // A thread's consecutive contributions to one bin, added as one (weighted and deterministic sums). With one hot bin or
 // sorted data every element would otherwise wait on one address: 354 ms for 2^28 float32 weights of one bin in tier
-// global on the H100, against 2.7 ms uniform (benchmarks/NOTES.md). `Key` names the bin where the adds go (a flat
-// output bin, or a block's shared bin; never kNone); add(key, value) adds. No flag beside the key: the kernels run at
-// their register limit, and one more live register cost a spill.
+// global on the H100, against 2.7 ms uniform (benchmarks/NOTES.md). Counts pass straight through (kMerges is false):
+// their tiers count runs their own way, or add each element in shared memory, where the increment is as cheap as the
+// compare. `Key` names the bin where the adds go (a flat output bin, or a block's shared bin; never kNone);
+// add(key, value) adds. No flag beside the key: the kernels run at their register limit, and one more live register
+// cost a spill.
 template <typename Policy, typename Key>
 struct RunMerger {
   using Acc = typename Policy::Acc;
+  static constexpr bool kMerges = !std::is_same<Policy, CountPolicy>::value;
   static constexpr Key kNone = static_cast<Key>(-1);  // no open run (bins are below 2^31, flat bins below 2^63)
   Key key = kNone;
   Acc total = Acc(0);
 
   template <typename Add>
   __device__ __forceinline__ void push(Key bin, Acc value, Add&& add) {
+    if constexpr (!kMerges) {
+      add(bin, value);
+      return;
+    }
     if (bin == key) {
       total = Policy::combine(total, value);
       return;
@@ -128,6 +145,7 @@ struct RunMerger {
   // Adds the open run; before any barrier that orders the adds (a flush), and at the end.
   template <typename Add>
   __device__ __forceinline__ void emit(Add&& add) {
+    if constexpr (!kMerges) return;
     if (key != kNone) add(key, total);
     key = kNone;
   }
@@ -135,10 +153,10 @@ struct RunMerger {
   // emit() by all 32 lanes of a warp together: where every lane's run is of one bin (one hot bin), the warp adds once.
   template <typename Add>
   __device__ __forceinline__ void emit_warp(Add&& add) {
+    if constexpr (!kMerges) return;
     const Key lead = __shfl_sync(0xffffffffu, key, 0);
     if (__all_sync(0xffffffffu, key == lead) && lead != kNone) {
-      Acc sum = total;
-      for (int offset = 16; offset > 0; offset /= 2) sum = Policy::combine(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+      const Acc sum = warp_combine<Policy>(total);
       if ((threadIdx.x & 31) == 0) add(lead, sum);
       key = kNone;
       return;

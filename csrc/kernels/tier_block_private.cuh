@@ -51,9 +51,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     if (!p.reduce_through_dsmem) detail::flush_bins<Policy>(p, bins, row, 0, p.bins);
   };
   const auto count_bins = [&] {
-    // Weighted and deterministic sums add a thread's consecutive contributions to one bin once (RunMerger); counts
-    // add each element (a shared-memory increment is as cheap as the compare).
-    constexpr bool kMerge = !std::is_same<Policy, detail::CountPolicy>::value;
+    // Weighted and deterministic sums add a thread's consecutive contributions to one bin once (RunMerger).
     detail::RunMerger<Policy, uint32_t> run;
     const auto add_shared = [&](uint32_t bin, Acc total) { Policy::add_shared(bins + bin, total); };
     detail::for_each_item<T>(
@@ -62,15 +60,10 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
           const int64_t bin = binner(value);
           if (bin < 0) return;
           const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
-          if (add == Acc(0)) return;
-          if constexpr (kMerge) {
-            run.push(static_cast<uint32_t>(bin), add, add_shared);
-          } else {
-            Policy::add_shared(bins + bin, add);
-          }
+          if (add != Acc(0)) run.push(static_cast<uint32_t>(bin), add, add_shared);
         },
         [&] {
-          if constexpr (kMerge) run.emit(add_shared);
+          run.emit(add_shared);
           __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
         },
         flush);

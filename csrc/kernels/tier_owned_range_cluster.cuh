@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "cluster_common.cuh"
 #include "policies.cuh"
@@ -31,7 +30,6 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
   const Binner<T> binner(p);
   // Weighted and deterministic sums add a thread's consecutive contributions to one owned bin once (RunMerger).
-  constexpr bool kMerge = !std::is_same<Policy, detail::CountPolicy>::value;
   detail::RunMerger<Policy, uint32_t> run;
   const auto add_shared = [&](uint32_t local, Acc total) { Policy::add_shared(slice.bins + local, total); };
   detail::for_each_item<T>(
@@ -42,15 +40,10 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
         const uint32_t local = static_cast<uint32_t>(bin - slice.first);
         if (local >= owned32) return;
         const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
-        if (add == Acc(0)) return;
-        if constexpr (kMerge) {
-          run.push(local, add, add_shared);
-        } else {
-          Policy::add_shared(slice.bins + local, add);
-        }
+        if (add != Acc(0)) run.push(local, add, add_shared);
       },
       [&] {
-        if constexpr (kMerge) run.emit(add_shared);
+        run.emit(add_shared);
         __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
       },
       [&](int64_t row) { detail::flush_bins<Policy>(p, slice.bins, row, slice.first, slice.owned); });
