@@ -237,6 +237,93 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
             torch.use_deterministic_algorithms(False)
 
 
+@pytest.mark.parametrize("bins", [1000, 65539, 1048579])
+def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
+    """Tier global sums a block's hot bins in its shared-memory cache (HotBinCache: one slot per bin mod 2048, claimed
+    by the first bin that lands there). Shuffled data, so no run merging: two hot bins of one slot (only one can
+    claim it), a hot last bin, a cold tail; a bin whose weights cancel; batched rows whose hot bin is the same (flat
+    tags keep them apart); histogram_add_. Weights are integers times 2^k (k in [-8, 8]): float64 and the
+    deterministic sum are exact against the float64 reference, and a wrong largest exponent from a cached maximum
+    would overflow the deterministic sum's fixed point; float32 takes plain integers (totals below 2^24). Then
+    non-finite weights reach a cached slot (inf + finite, inf + -inf)."""
+    slots = 2048  # kGlobalCacheSlots (csrc/kernels/tuning.h)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    local = torch.Generator().manual_seed(seed)
+    hot = {3: 200_001, (3 + slots) % bins: 150_003, bins - 1: 30_001, bins // 3: 33}
+    parts = [torch.full((c,), b, dtype=torch.int64) for b, c in hot.items()]
+    parts.append(torch.randint(-2, bins + 2, (100_007,), generator=local))
+    x = torch.cat(parts)
+    order = torch.randperm(x.numel(), generator=local)
+    x = x[order].to(torch.int32).cuda()
+    n = x.numel()
+    integers = torch.randint(-3, 5, (n,), generator=local).double()
+    scaled = integers * torch.pow(2.0, torch.randint(-8, 9, (n,), generator=local).double())
+    rows = x[: 4 * 100_000].view(4, 100_000)
+    for kind in ("float32", "float64", "deterministic"):
+        w = (integers.float() if kind == "float32" else scaled).cuda()
+        expected = reference_histogram(x, bins, weight=w.double()).double()
+        expected_rows = torch.stack([reference_histogram(r, bins, weight=wr.double()).double()
+                                     for r, wr in zip(rows, w[: rows.numel()].view(4, -1))])
+        where = f"{kind}, bins {bins}, seed {seed}"
+        torch.use_deterministic_algorithms(kind == "deterministic")
+        try:
+            with torch_dsmhist.force_tier("global"):
+                got = torch_dsmhist.histogram(x, bins, weight=w).cpu().double()
+                assert torch.equal(got, expected), where
+                got = torch_dsmhist.batched_histogram(rows, bins, weight=w[: rows.numel()].view(4, -1)).cpu()
+                assert torch.equal(got.double(), expected_rows), f"{where}, batched"
+                hist = torch.full((bins,), 0.5, dtype=w.dtype, device="cuda")
+                torch_dsmhist.histogram_add_(hist, x, weight=w)
+                assert torch.equal(hist.cpu().double(), 0.5 + expected), f"{where}, histogram_add_"
+                # Non-finite weights on the two hot bins of one slot: +inf beside finite ones, and +inf with -inf.
+                special = w.clone()
+                first, second = (x == 3).nonzero()[:2, 0], (x == (3 + slots) % bins).nonzero()[:2, 0]
+                special[first] = float("inf")
+                special[second[0]], special[second[1]] = float("inf"), float("-inf")
+                got = torch_dsmhist.histogram(x, bins, weight=special).cpu().double()
+                torch.testing.assert_close(got, reference_histogram(x, bins, weight=special.double()).double(),
+                                           rtol=0, atol=0, equal_nan=True, msg=f"{where}, non-finite")
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("layout", ["sorted", "alternating_lanes", "lane_groups"])
+def test_weighted_sums_of_lane_runs_in_the_global_tier_cache(layout, gen):
+    """Tier global's cache of hot bins under data where a warp's lanes hit slots together (lane l reads the 16-byte
+    vector l of its warp's step, so 4 int32 values a lane): sorted data with 32 values a bin (warps straddling
+    bins), lanes alternating between two bins drawn per step (17 and 2065 share a slot, so one of them misses), and
+    runs of 1 to 7 lanes drawn from 5 bins; read from an offset view too (the vectors shift against the values).
+    Weights are integers times 2^k, so float64 and the deterministic sum are exact; float32 takes small integers."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    local = torch.Generator().manual_seed(seed)
+    bins, n = 65539, (1 << 21) + 13
+    if layout == "sorted":
+        x = torch.randint(0, bins, (n,), generator=local).sort().values
+    elif layout == "alternating_lanes":
+        steps = n // 128 + 1  # a warp's step: 32 lanes of 4 values; each step alternates lanes between two bins
+        pairs = torch.tensor([17, 40000, 2065, 33])[torch.randint(0, 4, (steps, 2), generator=local)]
+        x = pairs.repeat_interleave(4, dim=1).repeat(1, 16).reshape(-1)[:n]
+    else:
+        lane_bins = torch.tensor([5, 2053, 9, 60000, bins - 1])[torch.randint(0, 5, (n // 4 + 1,), generator=local)]
+        lengths = torch.randint(1, 8, (n // 4 + 1,), generator=local)
+        x = lane_bins.repeat_interleave(lengths).repeat_interleave(4)[:n]
+    x = x.to(torch.int32).cuda()
+    integers = torch.randint(-3, 5, (n,), generator=local).double()
+    scaled = integers * torch.pow(2.0, torch.randint(-8, 9, (n,), generator=local).double())
+    for kind in ("float32", "float64", "deterministic"):
+        w = (integers.float() if kind == "float32" else scaled).cuda()
+        torch.use_deterministic_algorithms(kind == "deterministic")
+        try:
+            for start in (0, 1):
+                xs, ws = x[start:], w[start:]
+                expected = reference_histogram(xs, bins, weight=ws.double()).double()
+                with torch_dsmhist.force_tier("global"):
+                    got = torch_dsmhist.histogram(xs, bins, weight=ws).cpu().double()
+                assert torch.equal(got, expected), f"{layout}, {kind}, offset {start}, seed {seed}"
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+
 def test_plan_takes_global_for_few_elements_per_bin(gen):
     """The automatic plan's rules for a given call (tuning.h): 16384 bins or more with fewer than 32 elements a bin
     take tier "global" (tiers shared and cluster decline), and tier "partition" needs 2^23 elements; a call without

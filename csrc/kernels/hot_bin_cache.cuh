@@ -1,9 +1,14 @@
-// A block's cache of hot bins (counts only), used by the global tier for every element and by the partition tier for
-// runs of one bin: kGlobalCacheSlots slots of (tag, count) in shared memory. A bin goes to slot flat_bin mod slots;
-// the first bin to land in an empty slot claims it (atomicCAS) for the rest of the kernel, and its counts stay in
-// shared memory until the block flushes them; any other bin of that slot goes to the output. Tags are flat output
-// bins, so one cache serves every row of a batched call. The owner turns it off when a flat bin does not fit a 32-bit
-// tag, or when one block could count 2^32 values (a 32-bit slot could wrap).
+// A block's cache of hot bins in shared memory: kGlobalCacheSlots slots of (tag, sum of the policy's accumulator),
+// used by the global tier for every element (counts and weighted sums) and by the partition tier for runs of one bin
+// (counts). A bin goes to slot flat_bin mod slots; the first bin to land in an empty slot claims it (atomicCAS) for
+// the rest of the kernel, and its adds stay in shared memory until the block flushes them; any other bin of that slot
+// goes to the output. Tags are flat output bins, so one cache serves every row of a batched call. The owner turns it
+// off when a flat bin does not fit a 32-bit tag, or (counts) when one block could count 2^32 values (a 32-bit slot
+// could wrap). Sums need no such bound: float sums are added in the output's precision either way, the fixed-point
+// sums wrap modulo 2^64 in shared memory exactly as in the output, and a maximum cannot overflow.
+// A hit is a shared-memory atomic the thread waits for, where a miss's global reduction is posted: data that hits on
+// every add, as sorted data does, pays for the cache (weighted sums 1.3-1.5x slower sorted, 8-9x faster Zipf on the
+// H100; benchmarks/NOTES.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,24 +20,33 @@
 
 namespace dsmhist {
 
+// Shared memory of a cache whose sums take `acc_bytes` each (the host sizes the launch with it).
+constexpr int64_t hot_bin_cache_bytes(int64_t acc_bytes) { return int64_t(kGlobalCacheSlots) * (4 + acc_bytes); }
+
+template <typename Policy>
 struct HotBinCache {
+  using Acc = typename Policy::Acc;
   static constexpr uint32_t kEmpty = 0xffffffffu;
-  static constexpr int64_t kSharedBytes = int64_t(kGlobalCacheSlots) * 8;
+  // Tags first (4 bytes a slot), then the sums: 2048 x 4 bytes keeps the sums 8-byte aligned.
+  static constexpr int64_t kSharedBytes = hot_bin_cache_bytes(sizeof(Acc));
   uint32_t* tags;
-  uint32_t* counts;
+  Acc* sums;
   bool enabled;
 
-  // `storage`: kSharedBytes of shared memory, untouched when the cache is off. Every thread of the block constructs
-  // it; the block syncs before use.
-  __device__ HotBinCache(uint32_t* storage, bool on) : tags(storage), counts(storage + kGlobalCacheSlots), enabled(on) {
+  // `storage`: kSharedBytes of shared memory (8-byte aligned), untouched when the cache is off. Every thread of the
+  // block constructs it; the block syncs before use.
+  __device__ HotBinCache(void* storage, bool on)
+      : tags(static_cast<uint32_t*>(storage)),
+        sums(reinterpret_cast<Acc*>(static_cast<uint32_t*>(storage) + kGlobalCacheSlots)),
+        enabled(on) {
     if (!on) return;
     for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
       tags[i] = kEmpty;
-      counts[i] = 0u;
+      sums[i] = Acc(0);
     }
   }
 
-  __device__ void add(const HistogramParams& p, int64_t flat_bin, uint32_t count) {
+  __device__ void add(const HistogramParams& p, int64_t flat_bin, Acc value) {
     if (enabled) {
       const uint32_t tag = static_cast<uint32_t>(flat_bin);
       const uint32_t slot = tag & (kGlobalCacheSlots - 1);
@@ -42,18 +56,19 @@ struct HotBinCache {
         if (owner == kEmpty) owner = tag;
       }
       if (owner == tag) {
-        atomicAdd(counts + slot, count);
+        Policy::add_shared(sums + slot, value);
         return;
       }
     }
-    detail::CountPolicy::add_global(p, flat_bin, count);
+    Policy::add_global(p, flat_bin, value);
   }
 
-  // Every thread of the block calls it, after a sync that follows the block's last add.
+  // Every thread of the block calls it, after a sync that follows the block's last add. A slot whose sum is the
+  // policy's zero adds nothing (a count or sum of 0, a maximum of no exponent).
   __device__ void flush(const HistogramParams& p) {
     if (!enabled) return;
     for (int i = threadIdx.x; i < kGlobalCacheSlots; i += blockDim.x) {
-      if (tags[i] != kEmpty && counts[i] != 0u) detail::CountPolicy::add_global(p, tags[i], counts[i]);
+      if (tags[i] != kEmpty && sums[i] != Acc(0)) Policy::add_global(p, tags[i], sums[i]);
     }
   }
 };

@@ -157,8 +157,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   uint16_t* staged = reinterpret_cast<uint16_t*>(block_chunk_totals + kPartitionMaxChunks);
   Acc* staged_values = reinterpret_cast<Acc*>(staged + kTile);
   // Counts only: runs of one bin (a thread's vector, or a whole warp's step) skip the partition through this cache.
-  HotBinCache cache(reinterpret_cast<uint32_t*>(staged_values + (kCounts ? 0 : kTile)),
-                    kCounts && p.output_rows() * p.bins < int64_t(HotBinCache::kEmpty));
+  using Cache = HotBinCache<detail::CountPolicy>;
+  Cache cache(staged_values + (kCounts ? 0 : kTile), kCounts && p.output_rows() * p.bins < int64_t(Cache::kEmpty));
   const T* input = static_cast<const T*>(p.input);
   const Binner<T> binner(p);
   const int lane = threadIdx.x & 31;

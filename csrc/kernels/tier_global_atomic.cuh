@@ -1,8 +1,8 @@
-// Tier "global": atomics straight into the destination. Counts take two shortcuts that keep skewed data off one address,
-// where global atomics serialise (197 ms for 2^28 values of one bin on the H100, 44 ms for Zipf at 1M bins;
-// benchmarks/NOTES.md): a thread's consecutive values of one bin are added as one run, and each block keeps a small
-// direct-mapped cache of bins in shared memory (HotBinCache), claimed by the first bin that lands in a slot,
-// so a hot bin is counted in shared memory and reaches the output once per block.
+// Tier "global": atomics straight into the destination. Two shortcuts keep skewed data off one address, where global
+// atomics serialise (197 ms for 2^28 values of one bin on the H100, 44 ms for Zipf at 1M bins; 35 ms for Zipf
+// float32 weights; benchmarks/NOTES.md): a thread's consecutive values of one bin are added as one run, and each block
+// keeps a small direct-mapped cache of bins in shared memory (HotBinCache), claimed by the first bin that lands in a
+// slot, so a hot bin is counted (or summed) in shared memory and reaches the output once per block.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,13 +21,15 @@ namespace global_atomic_tier {
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
+  constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
   const Binner<T> binner(p);
-  if constexpr (std::is_same<Policy, detail::CountPolicy>::value) {
-    HotBinCache cache(detail::shared_bins<uint32_t>(),
-                      p.output_rows() * p.bins < int64_t(HotBinCache::kEmpty) &&
-                          most_elements_per_worker(p.rows, p.row_length, p.segments_per_row, gridDim.x) <=
-                              int64_t(UINT32_MAX));
-    __syncthreads();  // every slot must be empty before any thread claims one
+  HotBinCache<Policy> cache(detail::shared_bins<Acc>(),
+                            p.output_rows() * p.bins < int64_t(HotBinCache<Policy>::kEmpty) &&
+                                (!kCounts || most_elements_per_worker(p.rows, p.row_length, p.segments_per_row,
+                                                                      gridDim.x) <= int64_t(UINT32_MAX)));
+  __syncthreads();  // every slot must be empty before any thread claims one
+  const auto add_cached = [&](int64_t flat_bin, Acc total) { cache.add(p, flat_bin, total); };
+  if constexpr (kCounts) {
     int64_t run_bin = -1;
     uint32_t run_length = 0;
     detail::for_each_item<T>(
@@ -40,18 +42,15 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
             ++run_length;
             return;
           }
-          if (run_length != 0) cache.add(p, run_bin, run_length);
+          if (run_length != 0) add_cached(run_bin, run_length);
           run_bin = flat_bin;
           run_length = 1;
         },
         [] {}, [](int64_t) {});
-    if (run_length != 0) cache.add(p, run_bin, run_length);
-    __syncthreads();  // every add into the cache must land before it is flushed
-    cache.flush(p);
+    if (run_length != 0) add_cached(run_bin, run_length);
   } else {
     // A thread's consecutive contributions to one bin add once, and a warp whose last runs are all of one bin once.
     detail::RunMerger<Policy, int64_t> run;
-    const auto add_global = [&](int64_t flat_bin, Acc total) { Policy::add_global(p, flat_bin, total); };
     detail::for_each_item<T>(
         p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
@@ -59,29 +58,32 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
           if (bin < 0) return;
           const int64_t flat_bin = span.output_row * p.bins + bin;
           const Acc add = Policy::contribution(p, flat_bin, weight_offset);
-          if (add != Acc(0)) run.push(flat_bin, add, add_global);
+          if (add != Acc(0)) run.push(flat_bin, add, add_cached);
         },
         [] {}, [](int64_t) {});
-    run.emit_warp(add_global);
+    run.emit_warp(add_cached);
   }
+  __syncthreads();  // every add into the cache must land before it is flushed
+  cache.flush(p);
 }
 
-// Fits any bin count: the output is the only state. Counts keep a cache of hot bins per block (HotBinCache): a tag
-// and a count per slot.
+// Fits any bin count: the output is the only state, beside a cache of hot bins per block (HotBinCache): a tag and a
+// sum of the accumulator per slot.
 inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
   plan->tier = Tier::kGlobal;
   plan->cluster_size = 1;
   plan->threads = kGlobalThreads;
   plan->bins_per_block = 0;
-  plan->shared_bytes = ctx.request.acc == AccKind::kCount ? int64_t(kGlobalCacheSlots) * 8 : 0;
+  plan->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(ctx.request.acc));
   return PlanStatus::kOk;
 }
 
 // No block state: as many blocks of the plan's size as fill the SMs. The kernel adds straight into the output, so it
 // never stores rows (the output is zeroed first unless accumulating).
-inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind /*acc*/,
+inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool /*may_store*/, LaunchShape* shape) {
   shape_stateless(p, ctx.caps, plan.threads, shape, kGlobalMinElementsPerThread);
+  shape->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(acc));  // the pass's (the deterministic sum runs two)
   return cudaSuccess;
 }
 

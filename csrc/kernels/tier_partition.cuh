@@ -111,7 +111,7 @@ inline int64_t partition_shared_bytes(InputType input_type, int64_t value_bytes)
   const int64_t input_bytes =
       visit_input_type(input_type, [](auto tag) { return int64_t(sizeof(typename decltype(tag)::type)); });
   const bool counts = value_bytes == 0;  // counts prefetch two tiles of input and keep a hot-bin cache
-  return (counts ? 2 * kTile * input_bytes + HotBinCache::kSharedBytes : 0) +
+  return (counts ? 2 * kTile * input_bytes + HotBinCache<detail::CountPolicy>::kSharedBytes : 0) +
          (3 * int64_t(kPartitionMaxChunks) + 64) * 4 + kTile * 2 + kTile * value_bytes;
 }
 
