@@ -78,6 +78,11 @@ def test_auto_plan_at_tier_boundaries(gen):
         assert torch_dsmhist.plan(4 * capacity).cluster_size == 4
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
     assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
+    # Sums take the cluster tier up to 2 blocks (kClusterAutoMaxBlocksForSums): float32 weights 2 * capacity bins,
+    # float64 (8-byte sums) capacity; past that global, whose hot-bin cache holds sums.
+    for weight_dtype, most in ((torch.float32, 2 * capacity), (torch.float64, capacity)):
+        assert torch_dsmhist.plan(most, weight_dtype=weight_dtype).tier == expected_above
+        assert torch_dsmhist.plan(most + 1, weight_dtype=weight_dtype).tier == "global"
     for bins in (capacity - 1, capacity, capacity + 1, 4 * capacity, 4 * capacity + 1):
         x = make_index_values(200003, bins, torch.int64, "uniform", gen).cuda()
         assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), bins
@@ -100,8 +105,8 @@ def test_plan_reports_cluster_layout():
 
 def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
     """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins, not weighted
-    sums (global is faster on 4 of 5 distributions for them: tuning.h); the planned call is right on adversarial
-    data, weighted or not."""
+    sums (global is faster on all 5 distributions for them up to 4M bins: tuning.h); the planned call is right on
+    adversarial data, weighted or not."""
     assert torch_dsmhist.plan(232448).tier != "partition"
     assert torch_dsmhist.plan(232449).tier == "partition"
     for weight_dtype in (torch.float32, torch.float64):

@@ -46,7 +46,8 @@ const char* plan_status_message(PlanStatus status) {
 //                (227 KB on H100: 58112 32-bit counters);
 //   2. partition - counts past kPartitionAutoMinBins bins (232448) of at least kPartitionAutoMinElements elements
 //                (2^23) a histogram (both measured, tuning.h), up to its capacity;
-//   3. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (measured, tuning.h),
+//   3. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (counts; sums:
+//                kClusterAutoMaxBlocksForSums; both measured, tuning.h),
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
 //      (1 and 3 decline 16384 bins or more with fewer than 32 elements a bin: few_elements_per_bin, tuning.h)
 //   4. global  - everything else (and, before sm_90, everything beyond tier 1).

@@ -52,12 +52,14 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).
 }
 
-// Forced: any cluster that holds the bins. Automatic: only up to kClusterAutoMaxBlocks blocks' worth of bins, where
-// it beats global atomics (the measurements are in tuning.h).
+// Forced: any cluster that holds the bins. Automatic: only up to kClusterAutoMaxBlocks blocks' worth of bins for counts,
+// kClusterAutoMaxBlocksForSums for sums, where it beats global atomics (the measurements are in tuning.h).
 inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
   const int64_t shared_capacity = ctx.caps.shared_optin / accumulator_bytes(ctx.request.acc);
-  if (automatic && ctx.request.bins > kClusterAutoMaxBlocks * shared_capacity) return PlanStatus::kClusterTooSmall;
+  const int64_t auto_max_blocks =
+      ctx.request.acc == AccKind::kCount ? kClusterAutoMaxBlocks : kClusterAutoMaxBlocksForSums;
+  if (automatic && ctx.request.bins > auto_max_blocks * shared_capacity) return PlanStatus::kClusterTooSmall;
   if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
   return detail::fit_cluster(ctx, Tier::kCluster, plan, cuda_error);
 }

@@ -54,6 +54,18 @@ constexpr int64_t kFewElementsMinBins = 16384;
 //   5 blocks (262144):              one hot 1.53 / 0.49, uniform 1.66 / 3.28  -> global  (3.1x worst vs 2.0x)
 // The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 4 blocks.
 constexpr int kClusterAutoMaxBlocks = 4;
+// Weighted and deterministic sums take the cluster tier up to 2 blocks only: past that tier global, whose cache of
+// hot bins holds sums too, is faster on all five distributions. bench_plan.py --weighted (RESULTS.md "Plan thresholds
+// for weighted sums", H100, 2026-11-23, 2^28 int32, integer weights), ms of the cluster tier (auto) / global:
+//   float32, 65536 bins (2 blocks): uniform 2.40 / 3.12, normal 2.41 / 3.05, one hot 1.86 / 1.06, zipf 4.31 / 3.59,
+//                                   sorted 2.47 / 2.86  -> cluster (worst 1.75x global; global's worst 1.30x it)
+//   float32, 131072 (3 blocks):     uniform 4.06 / 2.81, normal 4.05 / 3.33, one hot 2.97 / 1.06, zipf 6.98 / 4.07,
+//                                   sorted 3.13 / 2.78  -> global
+//   float64, 65536 (3 blocks):      uniform 4.54 / 2.91, normal 5.57 / 3.34, one hot 3.46 / 1.27, zipf 9.34 / 3.12,
+//                                   sorted 3.76 / 3.25  -> global
+//   deterministic, 65536 (3 blocks): uniform 10.7 / 7.61, normal 12.5 / 7.44, one hot 8.6 / 2.97, zipf 15.5 / 7.09,
+//                                   sorted 7.43 / 5.82  -> global
+constexpr int kClusterAutoMaxBlocksForSums = 2;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
 
@@ -103,13 +115,14 @@ constexpr int kPartitionItemRoundsTried = 3;
 // the partition's normal, 1.53 / 0.95 (1.62x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
 // At 4 blocks (cluster 4 forced at 131072: one hot 1.13, uniform 1.23) the partition would win; not yet moved.
 // Weighted sums stay on "global" (bench_plan.py --weighted, RESULTS.md "Plan thresholds for weighted sums", H100,
-// 2026-11-23, 2^28 int32, integer weights, median ms global / partition, after runs of one bin were merged):
-//   float32, 1048576: uniform 2.67 / 3.76, normal 2.64 / 3.85, one hot 1.03 / 3.59, zipf 35.0 / 6.82, sorted 1.49 / 4.05
-//   float64, 1048576: uniform 2.82 / 6.20, normal 2.83 / 6.95, one hot 1.23 / 6.07, zipf 38.4 / 12.3, sorted 1.79 / 6.68
-//   float32, 16777216: uniform 9.74 / 5.83, normal 5.29 / 5.42, one hot 1.05 / 3.84, zipf 42.5 / 7.05, sorted 1.2 / 4.65
-// Global is faster on 4 of 5 distributions from 262144 to 4194304 bins (float32, float64, deterministic), on 3 of 5
-// at 16777216 (float32); the partition wins Zipf (global 3.1-6.0x it) but is 3.5x (float32), 4.9x (float64) and 4.0x
-// (deterministic) global on one hot bin. As for the cluster tier, the plan keeps the tier faster on most.
+// 2026-11-23, 2^28 int32, integer weights, median ms global / partition, with runs of one bin merged and the hot-bin
+// cache holding sums):
+//   float32, 1048576: uniform 2.69 / 3.74, normal 2.66 / 3.83, one hot 1.06 / 3.58, zipf 4.58 / 6.81, sorted 2.13 / 4.03
+//   float64, 1048576: uniform 2.84 / 6.18, normal 2.83 / 6.93, one hot 1.27 / 6.06, zipf 3.71 / 12.3, sorted 2.51 / 6.67
+//   float32, 16777216: uniform 9.74 / 5.82, normal 5.30 / 5.40, one hot 1.10 / 3.80, zipf 9.34 / 6.97, sorted 1.48 / 4.62
+// Global is faster on all 5 distributions from 4096 to 4194304 bins (float32, float64, deterministic), on 3 of 5 at
+// 16777216 (float32: the partition wins uniform and Zipf, global 1.67x it at worst, where the partition is 3.46x
+// global on one hot bin).
 constexpr int64_t kPartitionAutoMinBins = 232448;
 // ... and only for a histogram of at least kPartitionAutoMinElements elements: the tier's slices and chunk flushes
 // cost 60-110 us whatever the data below 2^22 elements. Device time per call, us (CUDA-graph replay, as for
