@@ -246,8 +246,8 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
 def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
     """Tier global sums a block's hot bins in its shared-memory cache (HotBinCache: one slot per bin mod 2048, claimed
     by the first bin that lands there). Shuffled data, so no run merging: two hot bins of one slot (only one can
-    claim it), a hot last bin, a cold tail; a bin whose weights cancel; batched rows whose hot bin is the same (flat
-    tags keep them apart); histogram_add_. Weights are integers times 2^k (k in [-8, 8]): float64 and the
+    claim it), a hot last bin, a warm bin, a cold tail; batched rows whose hot bin is the same (flat tags keep them
+    apart); histogram_add_. Weights are integers times 2^k (k in [-8, 8]): float64 and the
     deterministic sum are exact against the float64 reference, and a wrong largest exponent from a cached maximum
     would overflow the deterministic sum's fixed point; float32 takes plain integers (totals below 2^24). Then
     non-finite weights reach a cached slot (inf + finite, inf + -inf)."""

@@ -7,8 +7,8 @@
 // could wrap). Sums need no such bound: float sums are added in the output's precision either way, the fixed-point
 // sums wrap modulo 2^64 in shared memory exactly as in the output, and a maximum cannot overflow.
 // A hit is a shared-memory atomic the thread waits for, where a miss's global reduction is posted: data that hits on
-// every add, as sorted data does, pays for the cache (weighted sums 1.3-1.5x slower sorted, 8-9x faster Zipf on the
-// H100; benchmarks/NOTES.md).
+// every add, as sorted data does, pays for the cache (weighted sums 1.3-1.7x slower sorted, 7-13x faster Zipf on
+// the H100; benchmarks/NOTES.md).
 #pragma once
 
 #include <cuda_runtime.h>
