@@ -109,7 +109,8 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
   for (int64_t t = first_tile; t < end_tile; ++t) own += runs[t] & 0xffffu;
   lengths[threadIdx.x] = own;
   __syncthreads();  // every range's length must be in place before they are scanned
-  detail_partition::exclusive_scan(lengths, starts, blockDim.x, warp_sums, [](int, uint32_t, uint32_t) {});
+  detail_partition::exclusive_scan<kPartitionItemThreads>(lengths, starts, kPartitionItemThreads, warp_sums,
+                                                          [](int, uint32_t, uint32_t) {});
   __syncthreads();  // the scan must be complete before it is read
   uint32_t before = starts[threadIdx.x];
   // The item of the tile before the range (-1 before the first tile).
@@ -240,8 +241,8 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       batch_runs[threadIdx.x] = own_run;
       batch_vectors[threadIdx.x] = own_stop == own_first ? 0u : (own_stop + 7u) / 8u - own_first / 8u;
       __syncthreads();  // the batch's runs must be in place before they are scanned
-      detail_partition::exclusive_scan(batch_vectors, vector_firsts, blockDim.x, warp_sums,
-                                       [](int, uint32_t, uint32_t) {});
+      detail_partition::exclusive_scan<kPartitionCountThreads>(batch_vectors, vector_firsts, kPartitionCountThreads,
+                                                               warp_sums, [](int, uint32_t, uint32_t) {});
       __syncthreads();  // the scan must be complete before it is searched
       const uint32_t total = vector_firsts[blockDim.x];
       // Rounds are the same for every thread (add_vector is warp-collective); past the end a thread adds nothing.

@@ -81,12 +81,13 @@ __device__ __forceinline__ void locate(const HistogramParams& p, int64_t e, int6
 
 // Exclusive prefix sums of in[0, n) into out[0, n], out[n] = the total; n <= kPartitionMaxChunks. Every thread of
 // the block calls it; `warp_sums` holds 32 entries. The caller syncs before reading out. `visit(i, start, length)`
-// sees every entry once, on the thread that writes its start (which may use it at once).
-template <typename Visit>
+// sees every entry once, on the thread that writes its start (which may use it at once). The block has kThreads
+// threads (a constant, so the division below is a shift).
+template <int kThreads, typename Visit>
 __device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out, int n, uint32_t* warp_sums,
                                                Visit visit) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int per_thread = (n + blockDim.x - 1) / blockDim.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = kThreads >> 5;
+  const int per_thread = (n + kThreads - 1) / kThreads;
   const int first = threadIdx.x * per_thread;
   uint32_t own = 0;
   for (int j = 0; j < per_thread; ++j) own += first + j < n ? in[first + j] : 0u;
@@ -117,7 +118,7 @@ __device__ __forceinline__ void exclusive_scan(const uint32_t* in, uint32_t* out
       running += length;
     }
   }
-  if (threadIdx.x == blockDim.x - 1) out[n] = running;
+  if (threadIdx.x == kThreads - 1) out[n] = running;
 }
 
 // The key of one element: (chunk << 16) | bin within the chunk, kNoEntry when it adds nothing; `add` its
@@ -134,6 +135,20 @@ __device__ __forceinline__ uint32_t element_key(const HistogramParams& p, const 
   *add = contribution;
   const uint32_t relative = static_cast<uint32_t>(flat - s.flat_base);
   return ((relative >> s.chunk_shift) << 16) | (relative & ((1u << s.chunk_shift) - 1u));
+}
+
+// `old = *address; *address += amount` when `add` (0 when not): one shared-memory atomic under a predicate, on a
+// 32-bit shared address. ptxas still branches around it at kernel 1's 64 registers, and recomputes the shared
+// window's base per use; the rank loop built on it issues 8% fewer instructions than `has ? atomicAdd(...) : 0` with
+// two atomics on the lead-chunk path did (benchmarks/NOTES.md, sixth version of the tier).
+__device__ __forceinline__ uint32_t shared_fetch_add_if(bool add, uint32_t shared_address, uint32_t amount) {
+  uint32_t old = 0;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\t@p atom.shared.add.u32 %0, [%2], %3;\n\t}"
+      : "+r"(old)
+      : "r"(uint32_t(add)), "r"(shared_address), "r"(amount)
+      : "memory");
+  return old;
 }
 
 }  // namespace detail_partition
@@ -173,6 +188,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   // loads are in flight while it partitions the current tile. Thread t copies and later reads the tile's 16-byte
   // vectors t, t + blockDim, ...: its own copies, so waiting for its own copy group is enough.
   auto prefetchable = [&](int64_t tile) { return dense && tile < s.tiles && (tile + 1) * kTile <= s.elements; };
+  const uint32_t chunk_fill_address = static_cast<uint32_t>(__cvta_generic_to_shared(chunk_fill));
   auto prefetch = [&](int64_t tile, int buffer) {
     if constexpr (!kCounts) return;  // weighted sums load straight into registers
     if (prefetchable(tile)) {
@@ -180,7 +196,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
       uint4* to = reinterpret_cast<uint4*>(raw_tiles + buffer * kTile);
 #pragma unroll
       for (int v = 0; v < kPer / kPerVector; ++v) {
-        __pipeline_memcpy_async(to + v * blockDim.x + threadIdx.x, from + v * blockDim.x + threadIdx.x, 16);
+        const int64_t at = int64_t(v) * kPartitionThreads + threadIdx.x;
+        __pipeline_memcpy_async(to + at, from + at, 16);
       }
     }
     __pipeline_commit();  // one group per tile, empty or not, so "all but the newest group" is always the current tile
@@ -200,7 +217,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     }
   };
 
-  for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = block_chunk_totals[c] = 0u;
+  for (int c = threadIdx.x; c < s.chunks; c += kPartitionThreads) chunk_fill[c] = block_chunk_totals[c] = 0u;
   __syncthreads();  // the fills must be zero (and the cache set up) before the first tile counts into them
   prefetch(blockIdx.x, 0);
   int buffer = 0;
@@ -220,11 +237,11 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
         __pipeline_wait_prior(1);
         const uint4* vectors = reinterpret_cast<const uint4*>(raw_tiles + buffer * kTile);
 #pragma unroll
-        for (int v = 0; v < kPer / kPerVector; ++v) batch[v].raw = vectors[v * blockDim.x + threadIdx.x];
+        for (int v = 0; v < kPer / kPerVector; ++v) batch[v].raw = vectors[v * kPartitionThreads + threadIdx.x];
       } else {
         const uint4* vectors = reinterpret_cast<const uint4*>(input + s.element_begin + tile_first);
 #pragma unroll
-        for (int v = 0; v < kPer / kPerVector; ++v) batch[v].raw = __ldg(vectors + v * blockDim.x + threadIdx.x);
+        for (int v = 0; v < kPer / kPerVector; ++v) batch[v].raw = __ldg(vectors + v * kPartitionThreads + threadIdx.x);
       }
       if (plain_index) {
 #pragma unroll
@@ -238,7 +255,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
 #pragma unroll
           for (int j = 0; j < kPerVector; ++j) {
             const int64_t e =
-                s.element_begin + tile_first + (int64_t(v) * blockDim.x + threadIdx.x) * kPerVector + j;
+                s.element_begin + tile_first + (int64_t(v) * kPartitionThreads + threadIdx.x) * kPerVector + j;
             key[v * kPerVector + j] = detail_partition::element_key<T, Policy>(
                 p, s, binner, batch[v].values[j], e * p.inner_weight_stride, 0, &add[kCounts ? 0 : v * kPerVector + j]);
           }
@@ -279,7 +296,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
       T value[kPer];
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
-        const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
+        const int64_t i = tile_first + int64_t(k) * kPartitionThreads + threadIdx.x;
         if (i < s.elements) {
           int64_t input_offset, weight_offset, output_row;
           detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
@@ -289,7 +306,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
         key[k] = kNoEntry;
-        const int64_t i = tile_first + int64_t(k) * blockDim.x + threadIdx.x;
+        const int64_t i = tile_first + int64_t(k) * kPartitionThreads + threadIdx.x;
         if (i < s.elements) {
           int64_t input_offset, weight_offset, output_row;
           detail_partition::locate(p, s.element_begin + i, &input_offset, &weight_offset, &output_row);
@@ -312,32 +329,34 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
       for (int k = 0; k < kPer; ++k) {
         // Places within the tile's run of each chunk, from shared-memory atomics, one per element. Where most of the
         // warp shares lane 0's chunk (one hot chunk: Zipf, a narrow bell) those lanes take theirs with one atomic
-        // instead, as same-address atomics of one warp serialise.
+        // from lane 0 instead, as same-address atomics of one warp serialise.
+        const bool has = key[k] != kNoEntry;
         const uint32_t chunk = key[k] >> 16;  // kNoEntry >> 16 is no chunk
         const uint32_t lead_chunk = __shfl_sync(0xffffffffu, chunk, 0);
         const uint32_t with_lead = __ballot_sync(0xffffffffu, chunk == lead_chunk);
         if (__popc(with_lead) >= kPartitionLeadShare && lead_chunk != (kNoEntry >> 16)) {
-          uint32_t base = 0;
-          if (lane == 0) base = atomicAdd(chunk_fill + chunk, __popc(with_lead));
-          base = __shfl_sync(0xffffffffu, base, 0);
-          rank[k] = chunk == lead_chunk ? base + __popc(with_lead & lanes_below)
-                                        : (key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u);
+          const bool in_lead = chunk == lead_chunk;
+          const uint32_t old = detail_partition::shared_fetch_add_if(has && (!in_lead || lane == 0),
+                                                                     chunk_fill_address + chunk * 4u,
+                                                                     in_lead ? __popc(with_lead) : 1u);
+          const uint32_t lead_base = __shfl_sync(0xffffffffu, old, 0);
+          rank[k] = in_lead ? lead_base + __popc(with_lead & lanes_below) : old;
         } else {
-          rank[k] = key[k] != kNoEntry ? atomicAdd(chunk_fill + chunk, 1u) : 0u;
+          rank[k] = detail_partition::shared_fetch_add_if(has, chunk_fill_address + chunk * 4u, 1u);
         }
       }
     }
     __syncthreads();  // every element must have its place before the fills are summed
     // Each chunk's run of the tile is written, and added to the block's total of the chunk, by the thread that
     // computes its start (the same thread for a chunk on every tile).
-    detail_partition::exclusive_scan(chunk_fill, chunk_start, s.chunks, warp_sums,
-                                     [&](int c, uint32_t start, uint32_t length) {
-                                       s.runs[int64_t(c) * s.tiles + tile] = (start << 16) | length;
-                                       block_chunk_totals[c] += length;
-                                     });
+    detail_partition::exclusive_scan<kPartitionThreads>(chunk_fill, chunk_start, s.chunks, warp_sums,
+                                                        [&](int c, uint32_t start, uint32_t length) {
+                                                          s.runs[int64_t(c) * s.tiles + tile] = (start << 16) | length;
+                                                          block_chunk_totals[c] += length;
+                                                        });
     __syncthreads();  // the chunks' starts must be complete before elements are placed by them
     // The fills were last read by the scan: zero them for the next tile (its ranks follow the next barrier).
-    for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) chunk_fill[c] = 0u;
+    for (int c = threadIdx.x; c < s.chunks; c += kPartitionThreads) chunk_fill[c] = 0u;
     if (warp_entries) {
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
@@ -354,20 +373,20 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     const uint32_t total = chunk_start[s.chunks];
     const int64_t entry_vectors = (int64_t(total) * 2 + 15) / 16;
     uint4* entries_out = reinterpret_cast<uint4*>(s.entries + tile_first);
-    for (int64_t v = threadIdx.x; v < entry_vectors; v += blockDim.x) {
+    for (int64_t v = threadIdx.x; v < entry_vectors; v += kPartitionThreads) {
       entries_out[v] = reinterpret_cast<const uint4*>(staged)[v];
     }
     if constexpr (!kCounts) {
       const int64_t value_vectors = (int64_t(total) * sizeof(Acc) + 15) / 16;
       uint4* values_out = reinterpret_cast<uint4*>(static_cast<Acc*>(s.values) + tile_first);
-      for (int64_t v = threadIdx.x; v < value_vectors; v += blockDim.x) {
+      for (int64_t v = threadIdx.x; v < value_vectors; v += kPartitionThreads) {
         values_out[v] = reinterpret_cast<const uint4*>(staged_values)[v];
       }
     }
   }
   cache.flush(p);  // the last tile's barriers follow every add into the cache
   // The last tile's barriers also follow every add into the block's chunk totals.
-  for (int c = threadIdx.x; c < s.chunks; c += blockDim.x) {
+  for (int c = threadIdx.x; c < s.chunks; c += kPartitionThreads) {
     if (block_chunk_totals[c] != 0u) atomicAdd(s.counters->chunk_totals + c, block_chunk_totals[c]);
   }
 }

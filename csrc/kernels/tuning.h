@@ -103,16 +103,16 @@ constexpr int64_t kPartitionDirectRatio = 8;
 constexpr int kPartitionItemRoundsTried = 3;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 58112 bins). Measured by benchmarks/bench_plan.py on the H100
-// 80GB HBM3 (RESULTS.md "Plan thresholds", fifth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
+// 80GB HBM3 (RESULTS.md "Plan thresholds", sixth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
 // global):
-//   262144:   uniform 1.28 / 3.24, normal 1.44 / 3.20, zipf 1.42 / 3.63, one hot 0.49 / 0.49, sorted 0.87 / 0.67
-//   1048576:  uniform 1.17 / 3.23, normal 1.38 / 3.22, zipf 1.60 / 4.05, one hot 0.49 / 0.49, sorted 0.98 / 0.93
-//   4194304:  uniform 1.38 / 4.48, normal 1.59 / 3.35, zipf 1.82 / 5.76, one hot 0.51 / 0.50, sorted 1.06 / 0.81
-//   16777216: uniform 2.26 / 16.0, normal 2.42 / 11.6, zipf 2.43 / 8.51, one hot 0.69 / 0.53, sorted 1.35 / 0.89
+//   262144:   uniform 1.24 / 3.30, normal 1.38 / 3.25, zipf 1.32 / 3.63, one hot 0.49 / 0.49, sorted 0.83 / 0.67
+//   1048576:  uniform 1.13 / 3.29, normal 1.34 / 3.28, zipf 1.50 / 4.06, one hot 0.49 / 0.49, sorted 0.94 / 0.92
+//   4194304:  uniform 1.34 / 4.50, normal 1.55 / 3.41, zipf 1.74 / 5.60, one hot 0.51 / 0.50, sorted 1.00 / 0.80
+//   16777216: uniform 2.21 / 16.0, normal 2.37 / 11.6, zipf 2.33 / 8.33, one hot 0.71 / 0.53, sorted 1.29 / 0.90
 // As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
-// (1.05-1.51x global past 232448 bins: sorted) against global's (2.5-7.1x the partition: uniform or Zipf).
-// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.89 / 0.49 (1.83x),
-// the partition's normal, 1.53 / 0.95 (1.62x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
+// (1.02-1.44x global past 232448 bins: sorted) against global's (2.7-7.2x the partition: uniform or Zipf).
+// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.49 (1.84x),
+// the partition's normal, 1.50 / 0.95 (1.57x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
 // At 4 blocks (cluster 4 forced at 131072: one hot 1.13, uniform 1.23) the partition would win; not yet moved.
 // Weighted sums stay on "global" (bench_plan.py --weighted, RESULTS.md "Plan thresholds for weighted sums", H100,
 // 2026-11-23, 2^28 int32, integer weights, median ms global / partition, with runs of one bin merged and the hot-bin
