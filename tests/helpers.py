@@ -1,7 +1,8 @@
 """Test data, device capacities, and a reference histogram written with plain torch ops (independent of the op)."""
 
+import contextlib
 import functools
-from typing import Optional
+from typing import Iterator, Optional, Tuple
 
 import torch
 
@@ -18,6 +19,9 @@ DISTRIBUTIONS = ["uniform", "one_hot", "sorted", "two_edges"]
 TIERS = tier_table()
 TIER_NAMES = tuple(tier.name for tier in TIERS)
 CLUSTER_TIERS = tuple(tier.name for tier in TIERS if tier.cluster)
+# The ways a weighted sum is added on CUDA: float atomics in the weight's dtype, or the fixed-point sum that
+# torch.use_deterministic_algorithms(True) selects (float64 weights).
+SUM_KINDS = ("float32", "float64", "deterministic")
 
 
 def shared_capacity() -> int:
@@ -182,3 +186,29 @@ def sprinkle_specials(x: torch.Tensor, gen: torch.Generator, fraction: float = 0
 
 
 builtin_min, builtin_max = min, max
+
+
+@contextlib.contextmanager
+def deterministic_algorithms(on: bool = True) -> Iterator[None]:
+    """torch.use_deterministic_algorithms(on) for the block, the previous setting restored after it."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(on)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+def exact_weights(n: int, gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
+    """n float64 weights twice: integers in [-3, 4], and the same integers times 2^k (k in [-8, 8]). Any sum of
+    either is exact in float64 and in the deterministic fixed-point sum, and sums of the integers are exact in float32
+    while the totals stay below 2^24, so a test compares with torch.equal against a float64 reference. Zeros add
+    nothing; the exponents make a wrong largest exponent (the deterministic sum's scale) overflow or lose bits."""
+    integers = torch.randint(-3, 5, (n,), generator=gen).double()
+    scaled = integers * torch.pow(2.0, torch.randint(-8, 9, (n,), generator=gen).double())
+    return integers, scaled
+
+
+def sum_weights(kind: str, integers: torch.Tensor, scaled: torch.Tensor) -> torch.Tensor:
+    """The weights of exact_weights that a sum of `kind` (SUM_KINDS) adds exactly: float32 integers, else scaled."""
+    return integers.float() if kind == "float32" else scaled

@@ -16,7 +16,7 @@ import torch
 
 import torch_dsmhist
 from conftest import DEVICES, cuda_only
-from helpers import make_index_values, make_range_values, reference_histogram
+from helpers import deterministic_algorithms, make_index_values, make_range_values, reference_histogram
 
 # ---------------------------------------------------------------------------------------------------------------
 # 1-2. Nothing written by a call that raises; out= accepts what histogram accepts
@@ -270,14 +270,11 @@ def test_grad_deterministic_path(gen):
     x = make_range_values(5000, 0.0, 1.0, torch.float32, "uniform", gen).cuda()
     w = torch.randn(5000, generator=gen, dtype=torch.float64).cuda().requires_grad_()
     grad = torch.randn(16, generator=gen, dtype=torch.float64).cuda()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         assert torch.autograd.gradcheck(lambda w: torch_dsmhist.histogram(x[:40], 16, 0.0, 1.0, weight=w[:40]),
                                         (w[:40].detach().requires_grad_(),))
         (first,) = torch.autograd.grad(torch_dsmhist.histogram(x, 16, 0.0, 1.0, weight=w), w, grad)
         (second,) = torch.autograd.grad(torch_dsmhist.histogram(x, 16, 0.0, 1.0, weight=w), w, grad)
-    finally:
-        torch.use_deterministic_algorithms(False)
     assert torch.equal(first, second)
     (atomic,) = torch.autograd.grad(torch_dsmhist.histogram(x, 16, 0.0, 1.0, weight=w), w, grad)
     assert torch.equal(first, atomic)

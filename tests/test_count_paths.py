@@ -8,7 +8,14 @@ without a GPU."""
 import pytest
 import torch
 from conftest import CUDA_OK, CUDA_SKIP_REASON
-from helpers import cluster_available, make_index_values, max_cluster_size, reference_histogram, shared_capacity
+from helpers import (
+    cluster_available,
+    deterministic_algorithms,
+    make_index_values,
+    max_cluster_size,
+    reference_histogram,
+    shared_capacity,
+)
 
 import torch_dsmhist
 
@@ -146,12 +153,9 @@ def test_small_calls_in_one_launch(n, gen):
         view = grid.cuda()[:, ::2]
         assert torch.equal(torch_dsmhist.histogram(view, bins).cpu(), reference_histogram(grid[:, ::2], bins))
     # Deterministic weighted sums take their own passes (no stores): same sums to the last bit on a rerun.
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         first = torch_dsmhist.histogram(xc, bins, weight=wc)
         second = torch_dsmhist.histogram(xc, bins, weight=wc)
-    finally:
-        torch.use_deterministic_algorithms(False)
     assert torch.equal(first, second)
     torch.testing.assert_close(first.cpu(), reference_histogram(x, bins, weight=w), rtol=1e-12, atol=1e-9)
 

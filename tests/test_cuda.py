@@ -12,13 +12,17 @@ from helpers import (
     CLUSTER_TIERS,
     DISTRIBUTIONS,
     TIER_NAMES,
+    SUM_KINDS,
     cluster_available,
+    deterministic_algorithms,
+    exact_weights,
     make_index_values,
     make_range_values,
     max_cluster_size,
     plannable,
     reference_histogram,
     shared_capacity,
+    sum_weights,
     tier_variants,
 )
 
@@ -210,7 +214,7 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
     else:
         x = make_index_values(n, bins, torch.int32, distribution, local)
     x = x.cuda()
-    w64 = torch.randint(-3, 5, (n,), generator=local).double().cuda()
+    w64 = exact_weights(n, local)[0].cuda()
     rows = x[: 5 * 60_000].view(5, 60_000)
     cases = {
         "aligned": (x, slice(None)),
@@ -221,10 +225,9 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
     expected = {layout: reference_histogram(xs, bins, weight=w64[part]).double() for layout, (xs, part) in cases.items()}
     expected_rows = torch.stack([reference_histogram(r, bins, weight=wr).double()
                                  for r, wr in zip(rows, w64[: rows.numel()].view(5, -1))])
-    for kind in ("float32", "float64", "deterministic"):
-        w = w64.float() if kind == "float32" else w64
-        torch.use_deterministic_algorithms(kind == "deterministic")
-        try:
+    for kind in SUM_KINDS:
+        w = sum_weights(kind, w64, w64)
+        with deterministic_algorithms(kind == "deterministic"):
             for name, tier, size in tier_variants(bins):
                 if not plannable(tier, size, bins, weight_dtype=w.dtype):
                     continue
@@ -238,8 +241,6 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
                     hist = torch.ones(bins, dtype=w.dtype, device="cuda")
                     torch_dsmhist.histogram_add_(hist, x, weight=w)
                     assert torch.equal(hist.cpu().double(), 1 + expected["aligned"]), f"{where}, histogram_add_"
-        finally:
-            torch.use_deterministic_algorithms(False)
 
 
 @pytest.mark.parametrize("bins", [1000, 65539, 1048579])
@@ -260,18 +261,15 @@ def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
     x = torch.cat(parts)
     order = torch.randperm(x.numel(), generator=local)
     x = x[order].to(torch.int32).cuda()
-    n = x.numel()
-    integers = torch.randint(-3, 5, (n,), generator=local).double()
-    scaled = integers * torch.pow(2.0, torch.randint(-8, 9, (n,), generator=local).double())
+    integers, scaled = exact_weights(x.numel(), local)
     rows = x[: 4 * 100_000].view(4, 100_000)
-    for kind in ("float32", "float64", "deterministic"):
-        w = (integers.float() if kind == "float32" else scaled).cuda()
+    for kind in SUM_KINDS:
+        w = sum_weights(kind, integers, scaled).cuda()
         expected = reference_histogram(x, bins, weight=w.double()).double()
         expected_rows = torch.stack([reference_histogram(r, bins, weight=wr.double()).double()
                                      for r, wr in zip(rows, w[: rows.numel()].view(4, -1))])
         where = f"{kind}, bins {bins}, seed {seed}"
-        torch.use_deterministic_algorithms(kind == "deterministic")
-        try:
+        with deterministic_algorithms(kind == "deterministic"):
             with torch_dsmhist.force_tier("global"):
                 got = torch_dsmhist.histogram(x, bins, weight=w).cpu().double()
                 assert torch.equal(got, expected), where
@@ -288,8 +286,41 @@ def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
                 got = torch_dsmhist.histogram(x, bins, weight=special).cpu().double()
                 torch.testing.assert_close(got, reference_histogram(x, bins, weight=special.double()).double(),
                                            rtol=0, atol=0, equal_nan=True, msg=f"{where}, non-finite")
-        finally:
-            torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("bins", [1000, 65539])
+def test_weighted_sums_that_cancel_in_the_global_tier_cache(bins, gen):
+    """A block's cached sum of exactly zero is not added to the output (HotBinCache::flush skips it). One block of
+    tier global (1000 elements: 256 threads of 4), shuffled: a hot bin whose weights come in pairs +a, -a (its cached
+    sum ends at zero), a hot bin beside it whose weights do not cancel, a cold tail. Every sum kind is exact (integers
+    times 2^k), so the cancelled bin must read exactly what it held before the call: 0 from histogram, 0.5 after
+    histogram_add_; under the deterministic sum its largest exponent is still taken from the nonzero weights."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    local = torch.Generator().manual_seed(seed)
+    cancelled, hot = bins // 2, 7
+    cold = torch.randint(-2, bins + 2, (300,), generator=local)
+    cold[(cold == cancelled) | (cold == hot)] = -1  # out of range: adds nothing
+    x = torch.cat([torch.full((400,), cancelled), torch.full((300,), hot), cold])
+    order = torch.randperm(x.numel(), generator=local)
+    integers, scaled = exact_weights(x.numel(), local)
+    magnitudes = torch.randint(1, 5, (200,), generator=local).double()
+    exponents = torch.pow(2.0, torch.randint(-8, 9, (200,), generator=local).double())
+    integers[:400] = torch.cat([magnitudes, -magnitudes])
+    scaled[:400] = torch.cat([magnitudes * exponents, -magnitudes * exponents])
+    integers[400:700] = integers[400:700].abs() + 1  # the hot neighbour's total cannot be zero
+    scaled[400:700] = integers[400:700]
+    x, integers, scaled = x[order].to(torch.int32).cuda(), integers[order], scaled[order]
+    for kind in SUM_KINDS:
+        w = sum_weights(kind, integers, scaled).cuda()
+        expected = reference_histogram(x, bins, weight=w.double()).double()
+        assert expected[cancelled] == 0 and expected[hot] != 0
+        where = f"{kind}, bins {bins}, seed {seed}"
+        with deterministic_algorithms(kind == "deterministic"), torch_dsmhist.force_tier("global"):
+            got = torch_dsmhist.histogram(x, bins, weight=w).cpu().double()
+            assert torch.equal(got, expected), where
+            hist = torch.full((bins,), 0.5, dtype=w.dtype, device="cuda")
+            torch_dsmhist.histogram_add_(hist, x, weight=w)
+            assert torch.equal(hist.cpu().double(), 0.5 + expected), f"{where}, histogram_add_"
 
 
 @pytest.mark.parametrize("layout", ["sorted", "alternating_lanes", "lane_groups"])
@@ -313,20 +344,16 @@ def test_weighted_sums_of_lane_runs_in_the_global_tier_cache(layout, gen):
         lengths = torch.randint(1, 8, (n // 4 + 1,), generator=local)
         x = lane_bins.repeat_interleave(lengths).repeat_interleave(4)[:n]
     x = x.to(torch.int32).cuda()
-    integers = torch.randint(-3, 5, (n,), generator=local).double()
-    scaled = integers * torch.pow(2.0, torch.randint(-8, 9, (n,), generator=local).double())
-    for kind in ("float32", "float64", "deterministic"):
-        w = (integers.float() if kind == "float32" else scaled).cuda()
-        torch.use_deterministic_algorithms(kind == "deterministic")
-        try:
+    integers, scaled = exact_weights(n, local)
+    for kind in SUM_KINDS:
+        w = sum_weights(kind, integers, scaled).cuda()
+        with deterministic_algorithms(kind == "deterministic"):
             for start in (0, 1):
                 xs, ws = x[start:], w[start:]
                 expected = reference_histogram(xs, bins, weight=ws.double()).double()
                 with torch_dsmhist.force_tier("global"):
                     got = torch_dsmhist.histogram(xs, bins, weight=ws).cpu().double()
                 assert torch.equal(got, expected), f"{layout}, {kind}, offset {start}, seed {seed}"
-        finally:
-            torch.use_deterministic_algorithms(False)
 
 
 def test_plan_takes_global_for_few_elements_per_bin(gen):
@@ -440,11 +467,8 @@ def test_no_host_synchronisation(gen):
                 torch_dsmhist.histogram_add_(hist, x)
                 torch_dsmhist.batched_histogram(x[:100000].reshape(1000, 100), 5000)
                 torch_dsmhist.batched_histogram(f[:100002].reshape(7, -1), 5000, weight=w[:100002].reshape(7, -1))
-                torch.use_deterministic_algorithms(True)
-                try:
+                with deterministic_algorithms():
                     torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w)
-                finally:
-                    torch.use_deterministic_algorithms(False)
     finally:
         torch.cuda.set_sync_debug_mode(0)
 
@@ -596,14 +620,11 @@ def test_weighted_is_deterministic_under_deterministic_algorithms(gen):
     x = make_range_values(1 << 20, 0.0, 1.0, torch.float32, "uniform", gen).cuda()
     w = (torch.randn(1 << 20, generator=gen) * 1000).cuda()
     results = {}
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         for name, tier, size in tier_variants(bins):
             with torch_dsmhist.force_tier(tier, size):
                 results[name] = [torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w).cpu() for _ in range(2)]
         counts = torch_dsmhist.histogram(x, bins, 0.0, 1.0)  # counts take the usual path
-    finally:
-        torch.use_deterministic_algorithms(False)
     first = next(iter(results.values()))[0]
     for name, runs in results.items():
         for run in runs:

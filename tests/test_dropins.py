@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 import torch
 from conftest import DEVICES, cuda_only
-from helpers import INTEGER_DTYPES, reference_histogram
+from helpers import INTEGER_DTYPES, deterministic_algorithms, reference_histogram
 
 import torch_dsmhist
 
@@ -454,17 +454,13 @@ def test_cuda_superset_of_torch():
     assert_same(torch_dsmhist.histc(x.half(), 4, 0.0, 1.0), torch_dsmhist.histc(x.half().cpu(), 4, 0.0, 1.0))
     ids, w = torch.tensor([0, 2, 2], device="cuda"), torch.tensor([0.5, 1.0, 2.0], device="cuda")
     expected_histc, expected_bincount = torch.histc(x.cpu(), 4, 0.0, 1.0), torch.bincount(ids.cpu(), w.cpu())
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         with pytest.raises(RuntimeError):
             torch.histc(x, 4, 0.0, 1.0)
         with pytest.raises(RuntimeError):
             torch.bincount(ids, w)
         assert_same(torch_dsmhist.histc(x, 4, 0.0, 1.0), expected_histc)
         assert_same(torch_dsmhist.bincount(ids, w), expected_bincount)
-    finally:
-        torch.use_deterministic_algorithms(previous)
 
 
 # ------------------------------------------------------------------------------------------------------------------

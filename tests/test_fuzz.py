@@ -684,9 +684,7 @@ def op_context(case: Case, tier: Optional[Tuple[str, Optional[int]]] = None):
         if tier is not None:
             stack.enter_context(torch_dsmhist.force_tier(*tier))
         if case.deterministic:
-            previous = torch.are_deterministic_algorithms_enabled()
-            torch.use_deterministic_algorithms(True)
-            stack.callback(torch.use_deterministic_algorithms, previous)
+            stack.enter_context(helpers.deterministic_algorithms())
         yield
 
 

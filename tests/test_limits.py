@@ -11,6 +11,7 @@ import torch
 from conftest import DEVICES, cuda_only
 from helpers import (
     cluster_available,
+    deterministic_algorithms,
     make_index_values,
     make_range_values,
     max_cluster_size,
@@ -342,8 +343,7 @@ def test_memory_of_histogram_add_and_deterministic_sums(gen):
         torch.cuda.synchronize()
         assert torch.cuda.max_memory_allocated() - before <= scratch, name
     # Deterministic weighted sums: 16 bytes of scratch per output bin, as documented.
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w)
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
@@ -351,8 +351,6 @@ def test_memory_of_histogram_add_and_deterministic_sums(gen):
         out = torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w)
         torch.cuda.synchronize()
         extra = torch.cuda.max_memory_allocated() - before - rounded(4 * bins)
-    finally:
-        torch.use_deterministic_algorithms(False)
     assert extra <= rounded(16 * bins)
     del out
 

@@ -7,6 +7,7 @@ from conftest import DEVICES
 from helpers import (
     FLOAT_DTYPES,
     WEIGHT_DTYPES,
+    deterministic_algorithms,
     make_index_values,
     make_range_values,
     reference_histogram,
@@ -207,12 +208,8 @@ def test_batched_bad_arguments(device):
 
 @pytest.fixture
 def deterministic():
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         yield
-    finally:
-        torch.use_deterministic_algorithms(previous)
 
 
 @pytest.mark.parametrize("device", DEVICES)
