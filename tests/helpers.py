@@ -2,7 +2,7 @@
 
 import contextlib
 import functools
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple, TypeVar
 
 import torch
 
@@ -188,15 +188,28 @@ def sprinkle_specials(x: torch.Tensor, gen: torch.Generator, fraction: float = 0
 builtin_min, builtin_max = min, max
 
 
+Setting = TypeVar("Setting")
+
+
 @contextlib.contextmanager
-def deterministic_algorithms(on: bool = True) -> Iterator[None]:
-    """torch.use_deterministic_algorithms(on) for the block, the previous setting restored after it."""
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(on)
+def torch_setting(read: Callable[[], Setting], write: Callable[[Setting], object], value: Setting) -> Iterator[None]:
+    """write(value) for the block, then write back what read() gave before it: one of torch's global switches."""
+    previous = read()
+    write(value)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(previous)
+        write(previous)
+
+
+def deterministic_algorithms(on: bool = True) -> contextlib.AbstractContextManager:
+    """torch.use_deterministic_algorithms(on) for the block, the previous setting restored after it."""
+    return torch_setting(torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms, on)
+
+
+def host_sync_raises() -> contextlib.AbstractContextManager:
+    """torch.cuda.set_sync_debug_mode("error") for the block: any host synchronisation in it raises."""
+    return torch_setting(torch.cuda.get_sync_debug_mode, torch.cuda.set_sync_debug_mode, "error")
 
 
 def exact_weights(n: int, gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import make_index_values, make_range_values, reference_histogram, sprinkle_specials
+from helpers import make_index_values, make_range_values, reference_histogram, sprinkle_specials, torch_setting
 
 import torch_dsmhist
 
@@ -20,14 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 THREAD_COUNTS = sorted({1, 2, 3, max(4, os.cpu_count() or 1)})
 
 
-@contextlib.contextmanager
-def threads(count: int):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+def threads(count: int) -> contextlib.AbstractContextManager:
+    """torch.set_num_threads(count) for the block, the previous count restored after it."""
+    return torch_setting(torch.get_num_threads, torch.set_num_threads, count)
 
 
 def with_each_thread_count(call):

@@ -16,6 +16,7 @@ from helpers import (
     cluster_available,
     deterministic_algorithms,
     exact_weights,
+    host_sync_raises,
     make_index_values,
     make_range_values,
     max_cluster_size,
@@ -456,8 +457,7 @@ def test_no_host_synchronisation(gen):
     if cluster_available():
         variants += [(tier, 2) for tier in CLUSTER_TIERS]
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with host_sync_raises():
         for tier, size in variants:
             with torch_dsmhist.force_tier(tier, size):
                 torch_dsmhist.histogram(x, 5000)
@@ -469,8 +469,6 @@ def test_no_host_synchronisation(gen):
                 torch_dsmhist.batched_histogram(f[:100002].reshape(7, -1), 5000, weight=w[:100002].reshape(7, -1))
                 with deterministic_algorithms():
                     torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w)
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
 
 
 def test_cuda_graph_capture_and_replay(gen):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from conftest import DEVICES
+from helpers import host_sync_raises
 from torch_dsmhist import dropins
 
 
@@ -127,11 +128,8 @@ def test_no_host_sync_with_a_range_or_edge_tensors(gen):
     expected = [torch.histogram(x.cpu(), 7, range=(-1.0, 1.0)), torch.histogram(x.cpu(), edges.cpu()),
                 torch.histogramdd(points.cpu(), [3, 5], range=[-1.0, 1.0, 0.0, 2.0])]
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with host_sync_raises():
         ours = [dropins.histogram(x, 7, range=(-1.0, 1.0)), dropins.histogram(x, edges),
                 dropins.histogramdd(points, [3, 5], range=[-1.0, 1.0, 0.0, 2.0])]
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
     for a, b in zip(ours, expected):
         assert_same(a, b)
