@@ -256,6 +256,24 @@ def forced(tier: str, x: torch.Tensor, bins: int, lo: Optional[float] = None, hi
     return call
 
 
+def cuda_library(source_name: str) -> Tuple[ctypes.CDLL, str]:
+    """benchmarks/<source_name> (a plain C ABI, no torch header) built once with nvcc for this device into build/bench,
+    keyed by the source's digest, and loaded with ctypes. Returns the library and its file name. Raises OSError or
+    subprocess.CalledProcessError when it cannot be built or loaded."""
+    source = HERE / source_name
+    digest = hashlib.sha1(source.read_bytes()).hexdigest()[:12]
+    major, minor = torch.cuda.get_device_capability()
+    target = HERE.parent / "build" / "bench" / f"{source.stem}_{digest}_sm{major}{minor}.so"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nvcc = os.environ.get("NVCC", "nvcc")
+        log(f"building {source.name} with {nvcc} (once) ...")
+        subprocess.run([nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
+                        f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
+                        "-o", str(target), str(source)], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(target)), target.name
+
+
 class Cub:
     """CUB HistogramEven through benchmarks/cub_harness.cu (built once with nvcc, loaded with ctypes), or CuPy's
     histogram, or nothing."""
@@ -268,20 +286,9 @@ class Cub:
             self._load()
 
     def _load(self) -> None:
-        source = HERE / "cub_harness.cu"
-        digest = hashlib.sha1(source.read_bytes()).hexdigest()[:12]
-        major, minor = torch.cuda.get_device_capability()
-        target = HERE.parent / "build" / "bench" / f"cub_harness_{digest}_sm{major}{minor}.so"
         try:
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                nvcc = os.environ.get("NVCC", "nvcc")
-                log(f"building the CUB harness with {nvcc} (once) ...")
-                subprocess.run([nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
-                                f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
-                                "-o", str(target), str(source)], check=True, capture_output=True, text=True)
-            self.library = ctypes.CDLL(str(target))
-            self.source = f"CUB HistogramEven ({target.name}, built with nvcc)"
+            self.library, name = cuda_library("cub_harness.cu")
+            self.source = f"CUB HistogramEven ({name}, built with nvcc)"
             return
         except (OSError, subprocess.CalledProcessError) as error:
             detail = getattr(error, "stderr", "") or str(error)
