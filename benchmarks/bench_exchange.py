@@ -41,8 +41,10 @@ class Probe:
         self.entry.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
                                ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
 
-    def prepare(self, x: torch.Tensor, bins: int, cluster: int, variant: int) -> Tuple[Callable[[], torch.Tensor], int]:
-        """A call counting x into a fresh-zeroed int64 histogram, and the clusters it launches."""
+    def prepare(self, x: torch.Tensor, bins: int, cluster: int,
+                variant: int) -> Tuple[Callable[[], torch.Tensor], ctypes.c_int]:
+        """A call counting x into a fresh-zeroed int64 histogram, and where each call writes the clusters it
+        launched."""
         out = torch.empty(bins, dtype=torch.int64, device=x.device)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         clusters = ctypes.c_int(0)
@@ -54,8 +56,7 @@ class Probe:
             if status != 0:
                 raise RuntimeError(f"exchange probe returned cudaError {status}")
             return out
-        call()
-        return call, clusters.value
+        return call, clusters
 
 
 def run_case(probe: Probe, bins: int, cluster: int, distribution: str,
@@ -65,8 +66,10 @@ def run_case(probe: Probe, bins: int, cluster: int, distribution: str,
     times: Dict[str, Optional[float]] = {}
     clusters: Dict[int, int] = {}
     for variant, name in VARIANTS.items():
-        call, clusters[variant] = probe.prepare(x, bins, cluster, variant)
-        if not torch.equal(call(), expected):
+        call, launched = probe.prepare(x, bins, cluster, variant)
+        equal = torch.equal(call(), expected)
+        clusters[variant] = launched.value
+        if not equal:
             print(f"FAIL: probe {name} differs from torch.bincount ({bins} bins, {distribution})", flush=True)
             times[name] = None
             continue

@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(HERE))  # this checkout's torch_dsmhist, befo
 
 import torch_dsmhist  # noqa: E402
 import torch_dsmhist.distributed as dh  # noqa: E402
-from helpers import DISTRIBUTIONS, make_index_values, make_range_values, reference_histogram, sprinkle_specials  # noqa: E402
+from helpers import (DISTRIBUTIONS, host_sync_raises, make_index_values, make_range_values,  # noqa: E402
+                     reference_histogram, sprinkle_specials)
 
 
 class Skip(Exception):
@@ -382,16 +383,13 @@ def no_host_sync(ctx: Context) -> None:
     checks = (False, True) if host_check else (False,)
     hist = torch.zeros(999, dtype=torch.int64, device=ctx.device)
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with host_sync_raises():
         for check in checks:
             dh.histogram(ints[ctx.rank], 999, check=check)
             dh.histogram(floats[ctx.rank], 999, check=check)
             dh.batched_histogram(floats[ctx.rank].reshape(1, -1), 999, check=check)
             dh.histogram_add_(hist, ints[ctx.rank], check=check)
             dh.all_reduce_histogram(hist, check=check)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
 
 
 @scenario(cuda_only=True)
