@@ -51,6 +51,17 @@ from benchlib import (
 
 SECTION = "plan"  # this script's section of RESULTS.md
 WEIGHTED_SECTION = "plan-weighted"
+SELECTED_SECTION = "plan-selected"  # a run with --bins
+
+
+def plannable_here(tier: str, bins: int) -> bool:
+    """Whether `tier`, forced, can hold `bins` counts on this device."""
+    try:
+        with torch_dsmhist.force_tier(tier):
+            torch_dsmhist.plan(bins)
+        return True
+    except ValueError:
+        return False
 
 
 def timed(call, reference: torch.Tensor, reps: int, check=None) -> Tuple[Optional[float], str]:
@@ -164,6 +175,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
     parser.add_argument("--weighted", action="store_true", help="weighted and deterministic sums instead of counts")
+    parser.add_argument("--bins", type=int, nargs="+", help="only these bin counts (default: the boundaries below)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench_plan needs a CUDA device")
@@ -175,7 +187,8 @@ def main() -> int:
     if largest == shared:
         print("no cluster tier on this device / build: nothing to measure")
         return 0
-    bins_list = sorted({shared + 1, 65536, 2 * shared, 131072, 3 * shared, 262144, 393216, 524288, 786432,
+    bins_list = sorted(set(args.bins) if args.bins else
+                       {shared + 1, 65536, 2 * shared, 131072, 3 * shared, 262144, 393216, 524288, 786432,
                         16 * shared, 1048576, largest, largest + 1, 4194304, 16777216})
     rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
@@ -188,6 +201,8 @@ def main() -> int:
         cells["auto"] = timed(lambda: torch_dsmhist.histogram(x, bins), reference, args.reps)
         cells["global"] = timed(forced("global", x, bins), reference, args.reps)
         cells["partition"] = timed(forced("partition", x, bins), reference, args.reps)
+        if plannable_here("exchange", bins):
+            cells["exchange"] = timed(forced("exchange", x, bins), reference, args.reps)
         smallest = -(-bins // shared)  # blocks of the smallest cluster that holds the bins
         if smallest <= 16:
             cells["cluster_dsmem"] = timed(forced("cluster_dsmem", x, bins, cluster_size=smallest), reference, args.reps)
@@ -198,13 +213,17 @@ def main() -> int:
         del x, reference
         release()
 
-    lines = header("# Plan thresholds (benchmarks/bench_plan.py)", failures, started)
+    title = "# Plan thresholds, selected bin counts" if args.bins else "# Plan thresholds"
+    lines = header(f"{title} (benchmarks/bench_plan.py)", failures, started)
     lines += [f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
               f"first run took over 100 ms). One block holds {shared} bins; the largest cluster {largest}.",
               "- `cluster k`: tier cluster forced to k blocks. `best/global`: the best cluster size over global atomics, "
               "worst distribution; the planner uses the cluster tier where it is below 1. `partition / global` and "
               "`global / partition`: each tier's worst distribution against the other; the planner takes the partition "
-              "tier past the bins where the first is the smaller (kPartitionAutoMinBins).", ""]
+              "tier past the bins where the first is the smaller (kPartitionAutoMinBins). `exchange`: tier exchange at "
+              "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "
+              "partition, global and the cluster tier per distribution, worst distribution each way; the planner takes "
+              "the exchange where the first is the smaller; it does not pick it yet (tuning.h).", ""]
     verdicts = []
     for bins in bins_list:
         body = []
@@ -213,7 +232,7 @@ def main() -> int:
             for name in rows[(bins, d)]:
                 if name not in names:
                     names.append(name)
-        worst = partition_worst = global_worst = None
+        worst = partition_worst = global_worst = exchange_worst = other_worst = None
         for d in DISTRIBUTIONS:
             cells = rows[(bins, d)]
             body.append([d] + [fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else
@@ -227,15 +246,24 @@ def main() -> int:
             if part and g:
                 partition_worst = part / g if partition_worst is None else max(partition_worst, part / g)
                 global_worst = g / part if global_worst is None else max(global_worst, g / part)
-        verdicts.append((bins, worst, partition_worst, global_worst))
+            # The exchange against the best of the others (partition, global, the cluster tier at its best size).
+            others = [v for n, (v, s) in cells.items() if n not in ("auto", "exchange", "cluster_dsmem") and s == "ok" and v]
+            ex = cells.get("exchange", (None, ""))[0]
+            if ex and others:
+                exchange_worst = max(exchange_worst or 0.0, ex / min(others))
+                other_worst = max(other_worst or 0.0, min(others) / ex)
+        verdicts.append((bins, worst, partition_worst, global_worst, exchange_worst, other_worst))
         lines += [f"## {bins} bins" + (f" — best cluster / global, worst distribution: {worst:.2f}" if worst else ""),
                   ""] + md_table(["distribution"] + names, body)
     ratio = lambda r: f"{r:.2f}" if r else "—"
     lines += ["## Verdict", ""] + md_table(
-        ["bins", "best cluster / global (worst distribution)", "partition / global (worst)", "global / partition (worst)"],
-        [[str(b), ratio(w), ratio(pw), ratio(gw)] for b, w, pw, gw in verdicts])
-    lines += ["", "Reproduce: `python benchmarks/bench_plan.py`."]
-    return finish(SECTION, lines, failures, args.out_dir)
+        ["bins", "best cluster / global (worst distribution)", "partition / global (worst)", "global / partition (worst)",
+         "exchange / best other (worst)", "best other / exchange (worst)"],
+        [[str(b), ratio(w), ratio(pw), ratio(gw), ratio(ew), ratio(ow)] for b, w, pw, gw, ew, ow in verdicts])
+    selected = " --bins " + " ".join(map(str, bins_list)) if args.bins else ""
+    lines += ["", f"Reproduce: `python benchmarks/bench_plan.py{selected}`."]
+    # A run of selected bin counts keeps its own section, beside the full run's.
+    return finish(SELECTED_SECTION if args.bins else SECTION, lines, failures, args.out_dir)
 
 
 if __name__ == "__main__":

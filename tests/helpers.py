@@ -60,6 +60,12 @@ def plannable(tier: str, cluster_size: Optional[int], bins: int, weight_dtype: O
         return False
 
 
+def adds_sums(tier: str, cluster_size: Optional[int], bins: int) -> bool:
+    """Whether `tier` (forced, with that cluster size) adds weighted sums of `bins` bins here, where it holds their
+    counts: false for a counts-only tier ("exchange")."""
+    return plannable(tier, cluster_size, bins, torch.float32)
+
+
 def tier_variants(bins: int, cluster_sizes=(1, 2, 3, 4, 8, 16)):
     """(name, tier, cluster size) for every CUDA tier of the extension's tier table that can hold `bins` on this
     device: each tier forced, and each cluster tier with each of `cluster_sizes` it launches ("<tier><size>") and

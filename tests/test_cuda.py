@@ -13,6 +13,7 @@ from helpers import (
     DISTRIBUTIONS,
     TIER_NAMES,
     SUM_KINDS,
+    adds_sums,
     cluster_available,
     deterministic_algorithms,
     exact_weights,
@@ -55,14 +56,22 @@ def test_every_tier_range_mode_with_weights(tier, dtype, gen):
         pytest.skip("no cluster tier on this device / build")
     x = make_range_values(100003, -5.0, 5.0, dtype, "uniform", gen).cuda()
     w = torch.rand(100003, generator=gen, dtype=torch.float64).cuda()
-    with torch_dsmhist.force_tier(tier, 3 if clustered else None):
+    size = 3 if clustered else None
+    with torch_dsmhist.force_tier(tier, size):
         counts = torch_dsmhist.histogram(x, bins, -5.0, 5.0)
         data_range = torch_dsmhist.histogram(x, bins) if dtype.is_floating_point else None
-        weighted = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w)
-        weighted32 = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w.float())
     assert torch.equal(counts.cpu(), reference_histogram(x, bins, -5.0, 5.0))
     if data_range is not None:
         assert torch.equal(data_range.cpu(), reference_histogram(x, bins))
+    if not adds_sums(tier, size, bins):  # a counts-only tier refuses sums by name, and writes nothing
+        out = torch.full((bins,), 7.0, dtype=torch.float64, device="cuda")
+        with torch_dsmhist.force_tier(tier, size), pytest.raises(ValueError, match="counts only"):
+            torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w, out=out)
+        assert bool((out == 7.0).all())
+        return
+    with torch_dsmhist.force_tier(tier, size):
+        weighted = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w)
+        weighted32 = torch_dsmhist.histogram(x, bins, -5.0, 5.0, weight=w.float())
     torch.testing.assert_close(weighted.cpu(), reference_histogram(x, bins, -5.0, 5.0, weight=w), rtol=1e-12, atol=1e-9)
     torch.testing.assert_close(
         weighted32.cpu(), reference_histogram(x, bins, -5.0, 5.0, weight=w.float()), rtol=1e-5, atol=1e-3
@@ -440,7 +449,9 @@ def test_build_takes_the_expected_path():
 def test_sixteen_block_clusters(tier, gen):
     if not cluster_available() or max_cluster_size() < 16:
         pytest.skip("this device does not run 16-block clusters")
-    bins = shared_capacity() * 15 + 7  # needs all 16 blocks; not a multiple of 16
+    bins = shared_capacity() * 15 + 7  # needs all 16 blocks of tier cluster; not a multiple of 16
+    if not plannable(tier, 16, bins):  # tier exchange keeps its staging beside the bins: half as many a block
+        bins = shared_capacity() * 15 // 2 + 7
     x = make_index_values(400009, bins, torch.int32, "uniform", gen).cuda()
     with torch_dsmhist.force_tier(tier, 16):
         assert torch_dsmhist.plan(bins).cluster_size == 16
@@ -462,10 +473,12 @@ def test_no_host_synchronisation(gen):
             with torch_dsmhist.force_tier(tier, size):
                 torch_dsmhist.histogram(x, 5000)
                 torch_dsmhist.histogram(f, 5000)  # range found on the device
-                torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w, out_of_range="clamp")
                 torch_dsmhist.histogram(x[:100002].reshape(-1, 7)[:, ::2], 5000, dtype=torch.int32)
                 torch_dsmhist.histogram_add_(hist, x)
                 torch_dsmhist.batched_histogram(x[:100000].reshape(1000, 100), 5000)
+                if tier != "auto" and not adds_sums(tier, size, 5000):
+                    continue  # a counts-only tier
+                torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w, out_of_range="clamp")
                 torch_dsmhist.batched_histogram(f[:100002].reshape(7, -1), 5000, weight=w[:100002].reshape(7, -1))
                 with deterministic_algorithms():
                     torch_dsmhist.histogram(f, 5000, -1.0, 1.0, weight=w)
@@ -620,6 +633,8 @@ def test_weighted_is_deterministic_under_deterministic_algorithms(gen):
     results = {}
     with deterministic_algorithms():
         for name, tier, size in tier_variants(bins):
+            if not adds_sums(tier, size, bins):
+                continue  # a counts-only tier (its refusal: test_every_tier_range_mode_with_weights)
             with torch_dsmhist.force_tier(tier, size):
                 results[name] = [torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w).cpu() for _ in range(2)]
         counts = torch_dsmhist.histogram(x, bins, 0.0, 1.0)  # counts take the usual path

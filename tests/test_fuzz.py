@@ -466,10 +466,11 @@ DATA_VALUES = ["uniform", "uniform", "sorted", "constant", "few", "huge", "extre
 WEIGHT_VALUES = ["ones", "small_ints", "unit", "signed", "mixed"]
 
 
-def _tier_choices(case_bins: int, acc_bytes: int) -> list:
+def _tier_choices(case_bins: int, acc_bytes: int, weighted: bool) -> list:
     """(tier, cluster size) a case may force: none, "auto", and every tier of the extension's table (helpers.TIERS)
-    with every cluster size that can hold the bins here (8-byte sums plan as float64 weights do)."""
-    weight_dtype = torch.float64 if acc_bytes == 8 else None
+    with every cluster size that can hold the bins here (8-byte sums plan as float64 weights do, 4-byte sums as
+    float32; a counts-only tier holds no sums)."""
+    weight_dtype = torch.float64 if acc_bytes == 8 else (torch.float32 if weighted else None)
     choices = [(None, None), ("auto", None)]
     for tier in helpers.TIERS:
         for size in (None, *range(1, 17)) if tier.cluster else (None,):
@@ -545,7 +546,7 @@ def cases(draw, op: str, device: str) -> Case:
 
     tier = cluster_size = None
     if device == "cuda":
-        tier, cluster_size = draw(st.sampled_from(_tier_choices(bins, acc_bytes)))
+        tier, cluster_size = draw(st.sampled_from(_tier_choices(bins, acc_bytes, weight_dtype is not None)))
 
     return Case(
         op=op, device=device, dtype=dtype, shape=shape, layout=layout, bins=bins, mode=mode, lo=lo, hi=hi,

@@ -87,6 +87,9 @@ inline const char* input_type_name(InputType type) {
 inline bool is_floating(InputType type) {
   return visit_input_type(type, [](auto tag) { return !std::is_integral<typename decltype(tag)::type>::value; });
 }
+inline int64_t input_bytes(InputType type) {
+  return visit_input_type(type, [](auto tag) { return int64_t(sizeof(typename decltype(tag)::type)); });
+}
 inline bool computes_in_double(InputType type) {
   return visit_input_type(
       type, [](auto tag) { return std::is_same<compute_t<typename decltype(tag)::type>, double>::value; });

@@ -26,12 +26,17 @@ namespace dsmhist {
 //   global         atomics straight into the output (run merging; a per-block cache of hot bins for counts).
 //   cluster_dsmem  the CUDA guide's design: the bins split across a cluster, every thread adding into the owning
 //                  block's bins through DSMEM; slower than "cluster", so only ever forced.
+//   exchange       counts only: the bins owned interleaved by the blocks of a cluster; each value is read once and
+//                  passed to its owner through DSMEM (each round: rank by owner, stage, count the group from every
+//                  block's staging). Only forced so far: in the op it is slower than the partition or the cluster
+//                  tier on some distribution at every bin count measured (tuning.h).
 #define DSMHIST_FOR_EACH_TIER(X)                                        \
   X(kShared, "shared", block_private_tier, true, false)                 \
   X(kPartition, "partition", partition_tier, true, false)               \
   X(kCluster, "cluster", owned_range_cluster_tier, true, true)          \
   X(kGlobal, "global", global_atomic_tier, true, false)                 \
-  X(kClusterDsmem, "cluster_dsmem", dsmem_cluster_tier, false, true)
+  X(kClusterDsmem, "cluster_dsmem", dsmem_cluster_tier, false, true)    \
+  X(kExchange, "exchange", exchange_tier, false, true)
 
 // kAuto lets the planner choose; the others are the table's rows, numbered from 1 in its order.
 enum class Tier : int32_t {

@@ -69,7 +69,8 @@ enum class PlanStatus : int32_t {
   kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
   kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
   kPartitionNotChosen,      // the planner takes tier "partition" only for counts past kPartitionAutoMinBins bins
-  kFewElementsPerBin        // the planner takes tier "global" for many bins with few elements each
+  kFewElementsPerBin,       // the planner takes tier "global" for many bins with few elements each
+  kExchangeCountsOnly       // tier "exchange" adds counts, not weighted or deterministic sums
 };
 
 const char* plan_status_message(PlanStatus status);

@@ -36,6 +36,8 @@ const char* plan_status_message(PlanStatus status) {
       static_assert(kFewElementsPerBin == 32 && kFewElementsMinBins == 16384,
                     "the message below states kFewElementsPerBin and kFewElementsMinBins");
       return "the planner takes tier 'global' for 16384 bins or more with fewer than 32 elements per bin";
+    case PlanStatus::kExchangeCountsOnly:
+      return "tier 'exchange' adds counts only: weighted sums (deterministic or not) take another tier";
   }
   return "unknown planning status";
 }

@@ -12,6 +12,7 @@
 #include "policies.cuh"
 #include "tier_block_private.cuh"
 #include "tier_dsmem_cluster.cuh"
+#include "tier_exchange.cuh"
 #include "tier_global_atomic.cuh"
 #include "tier_host.h"
 #include "tier_owned_range_cluster.cuh"

@@ -69,6 +69,33 @@ constexpr int kClusterAutoMaxBlocksForSums = 2;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
 
+// ----- Exchange tier -----------------------------------------------------------------------------------------------
+
+// Tier "exchange" (tier_exchange.cuh): the bins are owned interleaved by the blocks of a cluster, and each round every
+// block ranks its tile of values by owner, stages their local bins in shared memory, and counts its own group from
+// every block's staging through DSMEM. Measured first as benchmarks/exchange_probe.cu (benchmarks/NOTES.md "DSMEM
+// exchange probe"; H100 80GB HBM3, 2^28 int32, median ms, uniform / one hot, per step): 8 values a thread with every
+// warp's barrier release 1.27 / 0.905 at 262144 bins (16 blocks); one fence a block 1.13 / 0.806; 16 values a thread
+// 0.933 / 0.636. 24 values a thread spill. 8-byte inputs take 8 values a thread: the same 64 bytes of registers.
+constexpr int kExchangeThreads = 1024;
+constexpr int kExchangeTileBytes = 64;  // per thread a round: 16 values of up to 4 bytes, 8 of 8 bytes
+constexpr int kExchangeMaxValuesPerThread = 16;
+// The automatic cluster size: the smaller of kExchangeSmallCluster and kMaxClusterSize blocks that keeps at most
+// kExchangeBlockBins bins a block. Probe, 2^28 uniform int32, ms: 262144 bins in 8 blocks (32768 a block) 0.996,
+// in 16 (16384 a block) 0.933; 131072 in 8 blocks 0.907. Forced, any cluster size from 1 to 16 runs.
+constexpr int kExchangeSmallCluster = 8;
+constexpr int64_t kExchangeBlockBins = 16384;
+// The planner does not pick the exchange tier yet: benchmarks/bench_plan.py --bins 131072 262144 524288 (RESULTS.md
+// "Plan thresholds, selected bin counts", H100 80GB HBM3, 2026-11-23, 2^28 int32, median ms, exchange / the plan):
+//   131072 (8 blocks; cluster tier): uniform 1.11 / 0.959, normal 1.10 / 0.946, zipf 1.10 / 0.894, one hot 0.843 /
+//                                    0.891, sorted 0.944 / 0.798  -> the cluster tier (exchange 1.17x at worst)
+//   262144 (16 blocks; partition):   uniform 1.19 / 1.25, normal 1.18 / 1.37, zipf 1.19 / 1.31, one hot 0.914 /
+//                                    0.483, sorted 1.04 / 0.827  -> partition (exchange 1.89x on one hot; partition
+//                                    1.16x at worst)
+//   524288 (16 blocks; partition):   uniform 1.28 / 1.14, one hot 1.00 / 0.485, zipf 1.28 / 1.39  -> partition
+// The op's kernel is 19-28% slower than the probe (benchmarks/exchange_probe.cu, 0.907-1.02 ms uniform): it bins
+// every input type and layout at its 64-register limit and spills (ptxas: 356 bytes for int32).
+
 // ----- Partition tier ----------------------------------------------------------------------------------------------
 
 // Tier "partition" (tier_partition.cuh): kernel 1 bins kPartitionThreads x kPartitionValuesPerThread elements per tile

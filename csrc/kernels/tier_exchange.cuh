@@ -1,0 +1,212 @@
+// Tier "exchange": counts with the bins owned interleaved by the blocks of a cluster (bin b by block b mod C), each
+// value read once from global memory and passed to its owner through distributed shared memory. Per round every
+// block takes a tile of values, ranks them by owner, places their local bins grouped by owner in its staging; after
+// one cluster barrier each block counts its group from every block's staging (16-byte DSMEM loads) with local
+// shared-memory atomics. The next round is ranked while the cluster gathers. Counts only: weighted and deterministic
+// sums take the other tiers. The pieces: exchange_kernels.cuh.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "exchange_kernels.cuh"
+#include "policies.cuh"
+#include "tier_host.h"
+
+namespace dsmhist {
+namespace exchange_tier {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The kernel's body. kIndexMode: integer input binned by value, where the binner's range arithmetic is dead code and
+// its registers free. The kernel runs at its 64-register limit (1024 threads), so what a round needs only once (the
+// Work) lives in shared memory, and the shared arrays sit at offsets known at compile time.
+template <typename T, bool kIndexMode>
+__device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
+  namespace cg = cooperative_groups;
+  namespace ex = detail::exchange;
+  using Tile = ex::Tile<T>;
+  constexpr ex::Layout layout(sizeof(T));
+  static_assert(layout.tile == Tile::kTile, "the host's layout and the kernel's tile agree");
+  const cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t blocks = cluster.num_blocks();
+  const int me = static_cast<int>(cluster.block_rank());
+  const ex::Owners owners(blocks);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  extern __shared__ __align__(16) unsigned char shared[];
+  uint16_t* staging = reinterpret_cast<uint16_t*>(shared);
+  uint32_t* rank_counters = reinterpret_cast<uint32_t*>(shared + layout.counters_offset);
+  uint32_t* warp_base = reinterpret_cast<uint32_t*>(shared + layout.warp_base_offset);
+  uint32_t* groups = reinterpret_cast<uint32_t*>(shared + layout.groups_offset);
+  ex::Work& work = *reinterpret_cast<ex::Work*>(shared + layout.work_offset);
+  uint32_t* bins = reinterpret_cast<uint32_t*>(shared + layout.bins_offset);
+  if (threadIdx.x == 0) work = ex::Work(p, Tile::kTile, Tile::kPerVector, blocks, gridDim.x);
+  for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) bins[i] = 0;
+  for (int i = threadIdx.x; i < 2 * ex::kWarps * ex::kRowStride; i += kExchangeThreads) rank_counters[i] = 0;
+  cluster.sync();  // every block's bins and counters are zeroed (and its Work written) before any block adds
+
+  Binner<T> binner(p);
+  if constexpr (kIndexMode) binner.mode = BinMode::kIndex;  // known here, so the range path compiles out
+  Tile tile;
+  uint32_t ranked[Tile::kPerThread];
+  ex::WarpRun run;
+  for (int64_t group = 0; group < work.groups; ++group) {
+    for (int64_t pass_start = 0; pass_start < work.rounds_per_group; pass_start += work.rounds_per_pass) {
+      const int64_t left = work.rounds_per_group - pass_start;
+      const uint32_t rounds = static_cast<uint32_t>(left < work.rounds_per_pass ? left : work.rounds_per_pass);
+      // This block's tile of round r of the pass: pass_tile + r * gridDim.x (none past the pass).
+      const int64_t pass_tile = pass_start * gridDim.x + blockIdx.x;
+      const auto tile_of = [&](uint32_t round) {
+        return round < rounds ? pass_tile + int64_t(round) * gridDim.x : INT64_MAX;
+      };
+      ex::load_tile<T>(p, work, group, tile_of(0), tile);
+      ex::rank_tile<T>(tile, binner, owners, rank_counters + warp * ex::kRowStride, bins, cluster, ranked, run);
+      ex::load_tile<T>(p, work, group, tile_of(1), tile);
+      __syncthreads();  // round 0's ranks are all taken: its counters are final
+
+      for (uint32_t round = 0; round < rounds; ++round) {
+        const uint32_t buffer = round & 1u;
+        uint32_t* counters = rank_counters + buffer * (ex::kWarps * ex::kRowStride);
+        if (warp < int(blocks)) ex::scan_groups(counters, warp_base, groups + buffer * 2 * ex::kMaxBlocks, warp, lane);
+        __syncthreads();  // bases written and every counter of the round read: place, and re-zero the counters
+
+        if (threadIdx.x < ex::kWarps * ex::kRowStride) counters[threadIdx.x] = 0;
+        ex::place_tile<Tile::kPerThread>(ranked, owners, warp_base + warp * ex::kRowStride,
+                                         staging + buffer * layout.staging_entries, Tile::kTile);
+        __syncthreads();  // every entry is placed before thread 0 publishes the staging to the cluster
+        if (threadIdx.x == 0) ex::cluster_fence();
+        ex::cluster_arrive_relaxed();  // with thread 0's fence: this block's round is visible to the cluster
+
+        if (round + 1 < rounds) {  // while the cluster gathers: rank the next round, load the one after
+          ex::rank_tile<T>(tile, binner, owners,
+                           rank_counters + (buffer ^ 1u) * (ex::kWarps * ex::kRowStride) + warp * ex::kRowStride,
+                           bins, cluster, ranked, run);
+          ex::load_tile<T>(p, work, group, tile_of(round + 2), tile);
+        }
+        ex::cluster_wait();  // every block's staging of the round is visible (acquire)
+
+        // Warps split over the source blocks (kWarps / blocks each); each counts its group of one source's staging.
+        const int source_warps = ex::kWarps / static_cast<int>(blocks);
+        const int source = warp / source_warps;
+        if (source < int(blocks)) {
+          const unsigned char* remote = cluster.map_shared_rank(shared, source);
+          const uint32_t* g = reinterpret_cast<const uint32_t*>(remote + layout.groups_offset) +
+                              buffer * 2 * ex::kMaxBlocks;
+          ex::count_group(reinterpret_cast<const uint16_t*>(remote) + buffer * layout.staging_entries, g[me],
+                          g[ex::kMaxBlocks + me], bins, warp % source_warps, source_warps, lane);
+        }
+        __syncthreads();  // the next round's ranks are all taken before its counters are scanned
+      }
+      run.flush(owners, bins, cluster);
+      cluster.sync();  // every add of the pass has landed, and no block reads another's staging any more
+
+      // Flush this block's bins (bin i * blocks + me) into the group's histogram and re-zero them.
+      const int64_t base = (p.output_row_stride != 0 ? group : 0) * p.bins;
+      for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) {
+        const uint32_t count = bins[i];
+        bins[i] = 0;
+        const int64_t bin = i * blocks + me;
+        if (count != 0 && bin < p.bins) detail::CountPolicy::add_global(p, base + bin, count);
+      }
+      const bool more = pass_start + work.rounds_per_pass < work.rounds_per_group || group + 1 < work.groups;
+      if (more) cluster.sync();  // every block's bins are re-zeroed before the next pass adds into them
+    }
+  }
+}
+#endif
+
+template <typename T, typename Policy>
+__global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (std::is_same<Policy, detail::CountPolicy>::value) {
+    if constexpr (std::is_integral<T>::value) {
+      if (p.mode == BinMode::kIndex) {
+        count_by_exchange<T, true>(p);
+        return;
+      }
+    }
+    count_by_exchange<T, false>(p);
+  }
+#endif
+  // Without sm_90 code (and for sums, which the tier declines) this body is empty; the host launches the cluster
+  // tiers only after checking that the loaded binary was compiled for sm_90 or newer (cluster_code_available).
+}
+
+// ----- Host side -------------------------------------------------------------------------------------------------
+
+inline detail::exchange::Layout layout_for(InputType type) {
+  return detail::exchange::Layout(static_cast<int>(input_bytes(type)));
+}
+
+// Counts only, and only forced (the planner does not pick it: tiers.h). The forced cluster size, or
+// kExchangeSmallCluster blocks where that keeps at most kExchangeBlockBins bins a block, else kMaxClusterSize
+// (measured: tuning.h); failing those, the smallest that holds the bins.
+inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* cuda_error) {
+  const PlanRequest& request = ctx.request;
+  if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
+  if (request.acc != AccKind::kCount) return PlanStatus::kExchangeCountsOnly;
+  int sizes[kMaxClusterSize + 2];
+  int count = 0;
+  if (request.forced_cluster_size > 0) {
+    sizes[count++] = request.forced_cluster_size;
+  } else {
+    const bool small = ceil_div(request.bins, kExchangeSmallCluster) <= kExchangeBlockBins;
+    sizes[count++] = small ? kExchangeSmallCluster : kMaxClusterSize;
+    for (int size = 1; size <= kMaxClusterSize; ++size) sizes[count++] = size;
+  }
+  const detail::exchange::Layout layout = layout_for(request.input_type);
+  const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
+  bool fitted = false;
+  for (int k = 0; k < count; ++k) {
+    const int size = sizes[k];
+    const int64_t block_bins = ceil_div(request.bins, size);
+    const int64_t bytes = layout.shared_bytes(block_bins);
+    if (block_bins > detail::exchange::kMaxBlockBins || bytes > ctx.caps.shared_optin) continue;
+    fitted = true;
+    if (size > launchable) continue;
+    int resident = 0;
+    *cuda_error = max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange), request.device, ctx.caps, size,
+                                      kExchangeThreads, bytes, &resident);
+    if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
+    if (resident < 1) continue;
+    plan->tier = Tier::kExchange;
+    plan->cluster_size = size;
+    plan->threads = kExchangeThreads;
+    plan->bins_per_block = block_bins;
+    plan->shared_bytes = bytes;
+    return PlanStatus::kOk;
+  }
+  if (!fitted) return PlanStatus::kClusterTooSmall;
+  return request.forced_cluster_size > 0 ? PlanStatus::kClusterSizeUnsupported : PlanStatus::kClusterTooSmall;
+}
+
+// As many clusters as can be resident, fewer when a group has fewer tiles than their blocks. The output is zeroed
+// first (or added to): every cluster adds its own copy of the bins.
+inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind /*acc*/,
+                         bool /*may_store*/, LaunchShape* shape) {
+  shape->threads = kExchangeThreads;
+  shape->cluster_dim = plan.cluster_size;
+  shape->segments = 1;
+  int resident = 0;
+  const cudaError_t err = max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange), ctx.request.device, ctx.caps,
+                                              plan.cluster_size, kExchangeThreads, plan.shared_bytes, &resident);
+  if (err != cudaSuccess) return err;
+  const detail::exchange::Layout layout = layout_for(ctx.request.input_type);
+  const int64_t per_vector = 16 / input_bytes(ctx.request.input_type);
+  const int64_t lead = p.inner_input_stride == 1 ? per_vector - 1 : 0;
+  const int64_t rows_per_group = p.output_row_stride != 0 ? 1 : p.rows;
+  const int64_t tiles = rows_per_group * ceil_div(p.row_length + lead, layout.tile);
+  shape->grid = std::max<int64_t>(1, std::min<int64_t>(resident, ceil_div(tiles, plan.cluster_size))) *
+                plan.cluster_size;
+  return cudaSuccess;
+}
+
+// One kernel, no workspace: the common launch.
+constexpr CustomLaunch custom_launch{};
+
+}  // namespace exchange_tier
+}  // namespace dsmhist
