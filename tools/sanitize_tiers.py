@@ -19,6 +19,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPOSITORY / "tests"), str(REPOSITORY)]
 from helpers import (  # noqa: E402
     TIERS,
+    adds_sums,
     cluster_available,
     make_index_values,
     make_range_values,
@@ -42,7 +43,7 @@ def cases(gen: torch.Generator):
         x = make_index_values(10007, bins, torch.int32, "uniform", gen).cuda()
         f = make_range_values(4099, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
         w = torch.rand(4099, generator=gen, dtype=torch.float64).cuda()
-        sums = plannable(tier, size, bins, torch.float32)  # false for a counts-only tier
+        sums = adds_sums(tier, size, bins)  # false for a counts-only tier
         one = [
             ("int32 contiguous+offset", x[3:], {}),
             ("int32 strided", x[:10000].reshape(100, 100)[:, 1::3], {}),
@@ -106,7 +107,7 @@ def boundary_cases(gen: torch.Generator):
                 yield (f"{label} uint8 n={n} offset={offset}", tier, size,
                        lambda d=x: torch_dsmhist.histogram(d, 256), reference_histogram(x, 256))
                 wx = w[offset : offset + n]
-                if not plannable(tier, size, 256, torch.float32):
+                if not adds_sums(tier, size, 256):
                     continue  # a counts-only tier
                 yield (f"{label} uint8 weighted n={n} offset={offset}", tier, size,
                        lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v), reference_histogram(x, 256, weight=wx))

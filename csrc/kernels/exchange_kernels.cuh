@@ -29,19 +29,25 @@ constexpr int kKeyBits = 20;
 constexpr uint32_t kKeyMask = (uint32_t(1) << kKeyBits) - 1;
 constexpr int64_t kMaxBlockBins = 65536;  // a local bin travels as 16 bits
 
-// Values a thread takes per round for an element of `element_bytes`, and the shared memory of everything but the
-// bins: two rounds of staging (16-bit local bins, one spare vector for the values not counted), the rank counters of
-// two rounds, each warp's group bases, and the group table of two rounds.
+// Values a thread takes per round for an element of `element_bytes`.
+DSMHIST_HD constexpr int values_per_thread(int element_bytes) {
+  return kExchangeTileBytes / element_bytes < kExchangeMaxValuesPerThread ? kExchangeTileBytes / element_bytes
+                                                                           : kExchangeMaxValuesPerThread;
+}
+
+// A round's tile for an element of `element_bytes`, and the shared memory of everything but the bins: two rounds of
+// staging (16-bit local bins, one spare vector for the values not counted), the rank counters of two rounds, each
+// warp's group bases, and the group table of two rounds.
 struct Layout {
   int per_thread;
+  int per_vector;  // elements a 16-byte vector holds
   int64_t tile;
   int64_t staging_entries;
   int64_t counters_offset, warp_base_offset, groups_offset, work_offset, bins_offset;
 
   DSMHIST_HD constexpr explicit Layout(int element_bytes)
-      : per_thread(kExchangeTileBytes / element_bytes < kExchangeMaxValuesPerThread
-                       ? kExchangeTileBytes / element_bytes
-                       : kExchangeMaxValuesPerThread),
+      : per_thread(values_per_thread(element_bytes)),
+        per_vector(16 / element_bytes),
         tile(int64_t(kExchangeThreads) * per_thread),
         staging_entries(tile + 8),
         counters_offset(2 * staging_entries * 2),
@@ -66,9 +72,7 @@ struct Owners {
 // The values of one thread for one round, as loaded (16-byte vectors where the tile allows), and which are elements.
 template <typename T>
 struct Tile {
-  static constexpr int kPerThread = kExchangeTileBytes / int(sizeof(T)) < kExchangeMaxValuesPerThread
-                                        ? kExchangeTileBytes / int(sizeof(T))
-                                        : kExchangeMaxValuesPerThread;
+  static constexpr int kPerThread = values_per_thread(int(sizeof(T)));
   static constexpr int kPerVector = 16 / int(sizeof(T));
   static constexpr int kVectors = kPerThread / kPerVector;
   static constexpr int64_t kTile = int64_t(kExchangeThreads) * kPerThread;
@@ -90,19 +94,20 @@ struct Tile {
 // into tiles, dealt round by round to every block of every cluster; a pass is at most `rounds_per_pass` rounds of one
 // group, so no 32-bit shared count can wrap before the pass flushes. The kernel keeps it in shared memory (its
 // registers are all taken) and reads it once a round.
+// (The host shapes the grid from the same tile count: tier_exchange.cuh, shape.)
 struct Work {
   int64_t groups, rows_per_group, tiles_per_row, tiles_per_group, rounds_per_group, rounds_per_pass;
 
-  DSMHIST_HD Work(const HistogramParams& p, int64_t tile, int per_vector, int64_t cluster_blocks, int64_t slots) {
+  DSMHIST_HD Work(const HistogramParams& p, const Layout& layout, int64_t cluster_blocks, int64_t slots) {
     const bool batched = p.output_row_stride != 0;
     groups = batched ? p.rows : 1;
     rows_per_group = batched ? 1 : p.rows;
     // A dense row may start mid-vector: its tiles are counted from the vector boundary before it.
-    const int64_t lead = p.inner_input_stride == 1 ? per_vector - 1 : 0;
-    tiles_per_row = (p.row_length + lead + tile - 1) / tile;
+    const int64_t lead = p.inner_input_stride == 1 ? layout.per_vector - 1 : 0;
+    tiles_per_row = (p.row_length + lead + layout.tile - 1) / layout.tile;
     tiles_per_group = rows_per_group * tiles_per_row;
     rounds_per_group = (tiles_per_group + slots - 1) / slots;
-    rounds_per_pass = int64_t(UINT32_MAX) / (cluster_blocks * tile);
+    rounds_per_pass = int64_t(UINT32_MAX) / (cluster_blocks * layout.tile);
   }
 };
 static_assert(sizeof(Work) <= 64, "Layout reserves 64 bytes for the Work");

@@ -30,7 +30,8 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   namespace ex = detail::exchange;
   using Tile = ex::Tile<T>;
   constexpr ex::Layout layout(sizeof(T));
-  static_assert(layout.tile == Tile::kTile, "the host's layout and the kernel's tile agree");
+  static_assert(layout.tile == Tile::kTile && layout.per_vector == Tile::kPerVector,
+                "the host's layout and the kernel's tile agree");
   const cg::cluster_group cluster = cg::this_cluster();
   const uint32_t blocks = cluster.num_blocks();
   const int me = static_cast<int>(cluster.block_rank());
@@ -44,7 +45,7 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   uint32_t* groups = reinterpret_cast<uint32_t*>(shared + layout.groups_offset);
   ex::Work& work = *reinterpret_cast<ex::Work*>(shared + layout.work_offset);
   uint32_t* bins = reinterpret_cast<uint32_t*>(shared + layout.bins_offset);
-  if (threadIdx.x == 0) work = ex::Work(p, Tile::kTile, Tile::kPerVector, blocks, gridDim.x);
+  if (threadIdx.x == 0) work = ex::Work(p, layout, blocks, gridDim.x);
   for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) bins[i] = 0;
   for (int i = threadIdx.x; i < 2 * ex::kWarps * ex::kRowStride; i += kExchangeThreads) rank_counters[i] = 0;
   cluster.sync();  // every block's bins and counters are zeroed (and its Work written) before any block adds
@@ -195,11 +196,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   const cudaError_t err = max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange), ctx.request.device, ctx.caps,
                                               plan.cluster_size, kExchangeThreads, plan.shared_bytes, &resident);
   if (err != cudaSuccess) return err;
-  const detail::exchange::Layout layout = layout_for(ctx.request.input_type);
-  const int64_t per_vector = 16 / input_bytes(ctx.request.input_type);
-  const int64_t lead = p.inner_input_stride == 1 ? per_vector - 1 : 0;
-  const int64_t rows_per_group = p.output_row_stride != 0 ? 1 : p.rows;
-  const int64_t tiles = rows_per_group * ceil_div(p.row_length + lead, layout.tile);
+  const int64_t tiles = detail::exchange::Work(p, layout_for(ctx.request.input_type), plan.cluster_size, resident)
+                            .tiles_per_group;
   shape->grid = std::max<int64_t>(1, std::min<int64_t>(resident, ceil_div(tiles, plan.cluster_size))) *
                 plan.cluster_size;
   return cudaSuccess;
