@@ -2,7 +2,7 @@
 """The measurements behind the planner's thresholds (csrc/kernels/tuning.h): where the cluster tier stops paying and
 where the partition tier starts.
 
-    python benchmarks/bench_plan.py [--n N] [--out-dir DIR] [--weighted]
+    python benchmarks/bench_plan.py [--n N] [--out-dir DIR] [--weighted | --small | --bins B ...]
 
 For bin counts from one block's shared memory to past the largest cluster's, on 2^28 int32 values of every
 distribution of the suite (uniform, normal, one hot bin, zipf, sorted), it times:
@@ -21,6 +21,11 @@ beside kPartitionAutoMinBins in csrc/kernels/tuning.h): float32 and float64 weig
 sum (fixed point), auto, global and partition, on the same inputs with integer weights in [0, 4) (so float64 and the
 deterministic sum are exact, and float32 is exact in every bin whose total stays below 2^24: the bins checked).
 Writes the "plan-weighted" section.
+
+With --small it times calls of 2^21 to 2^24 values instead, where a tier's cost per call (zeroing and flushing its
+bins) decides: device time per call from CUDA-graph replays of tier exchange, auto, and the tiers the plan takes
+without the exchange (cluster, partition, global), at 131072 and 262144 bins, uniform and one hot (the measurements
+behind kExchangeAutoMinElements in csrc/kernels/tuning.h). Writes the "plan-small" section.
 """
 
 import argparse
@@ -37,6 +42,7 @@ from benchlib import (
     device_boundaries,
     event_ms,
     first_line,
+    graph_ms,
     fmt,
     forced,
     git_commit,
@@ -52,6 +58,7 @@ from benchlib import (
 SECTION = "plan"  # this script's section of RESULTS.md
 WEIGHTED_SECTION = "plan-weighted"
 SELECTED_SECTION = "plan-selected"  # a run with --bins
+SMALL_SECTION = "plan-small"  # a run with --small
 
 
 def plannable_here(tier: str, bins: int) -> bool:
@@ -169,6 +176,39 @@ def weighted_main(args) -> int:
     return finish(WEIGHTED_SECTION, lines, failures, args.out_dir)
 
 
+def small_main(args) -> int:
+    started = time.perf_counter()
+    tiers = ("auto", "exchange", "cluster", "partition", "global")
+    failures: List[str] = []
+    body = []
+    cases = [(bins, logn, d) for bins in (131072, 262144) for logn in (21, 22, 23, 24) for d in ("uniform", "one_hot")]
+    for bins, logn, distribution in progress(cases, "small calls"):
+        gen = torch.Generator(device="cuda").manual_seed(bins + logn)
+        x = make_values(distribution, 2**logn, bins, torch.int32, gen)
+        reference = torch.bincount(x, minlength=bins)
+        row = [str(bins), f"2^{logn}", distribution, torch_dsmhist.plan(bins, n=x.numel()).tier]
+        for tier in tiers:
+            call = forced(tier, x, bins)
+            try:
+                if not torch.equal(call(), reference):
+                    failures.append(f"{tier} @ {bins} 2^{logn} {distribution}")
+                    row.append("**FAIL**")
+                    continue
+                row.append(f"{graph_ms(call, args.reps) * 1000:.1f}")
+            except ValueError as error:
+                row.append("n/a: " + first_line(error)[:40])
+        body.append(row)
+        del x, reference
+        release()
+    lines = header("# Plan thresholds, small calls (benchmarks/bench_plan.py --small)", failures, started)
+    lines += ["- int32 values, us of device time per call (CUDA-graph replay of 20 calls, median of "
+              f"{args.reps} replays). `planned`: the tier the plan takes for the call. The planner takes tier "
+              "exchange from kExchangeAutoMinElements (2^23) values a histogram (tuning.h).", ""]
+    lines += md_table(["bins", "values", "distribution", "planned"] + list(tiers), body)
+    lines += ["", "Reproduce: `python benchmarks/bench_plan.py --small`."]
+    return finish(SMALL_SECTION, lines, failures, args.out_dir)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2**28, help="int32 values per input (default 2^28)")
@@ -176,12 +216,15 @@ def main() -> int:
     parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
     parser.add_argument("--weighted", action="store_true", help="weighted and deterministic sums instead of counts")
     parser.add_argument("--bins", type=int, nargs="+", help="only these bin counts (default: the boundaries below)")
+    parser.add_argument("--small", action="store_true", help="small calls: device time per call (CUDA graphs)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench_plan needs a CUDA device")
         return 2
     if args.weighted:
         return weighted_main(args)
+    if args.small:
+        return small_main(args)
     started = time.perf_counter()
     shared, largest = device_boundaries()
     if largest == shared:
@@ -222,8 +265,10 @@ def main() -> int:
               "`global / partition`: each tier's worst distribution against the other; the planner takes the partition "
               "tier past the bins where the first is the smaller (kPartitionAutoMinBins). `exchange`: tier exchange at "
               "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "
-              "partition, global and the cluster tier per distribution, worst distribution each way; the planner takes "
-              "the exchange where the first is the smaller; it does not pick it yet (tuning.h).", ""]
+              "partition, global and the cluster tier per distribution (the partition included below 232449 bins, "
+              "where the planner does not take it), worst distribution each way. The planner takes the exchange for "
+              "integer input by value from 116225 to 393216 bins, where its worst case against the tier the plan took "
+              "before it (cluster, then partition past 232448 bins) is the smaller (tuning.h).", ""]
     verdicts = []
     for bins in bins_list:
         body = []

@@ -83,13 +83,15 @@ def test_auto_plan_at_tier_boundaries(gen):
     assert torch_dsmhist.plan(capacity).tier == "shared"
     expected_above = "cluster" if cluster_available() else "global"
     assert torch_dsmhist.plan(capacity + 1).tier == expected_above
-    # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h).
-    assert torch_dsmhist.plan(4 * capacity).tier == expected_above
+    # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
+    # input binned by a range (integer input binned by value takes tier exchange there: test_exchange.py).
+    assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).tier == expected_above
     # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 4 blocks of an H100), weighted sums global.
-    assert torch_dsmhist.plan(4 * capacity + 1).tier == ("partition" if 4 * capacity >= 232448 else "global")
+    assert torch_dsmhist.plan(4 * capacity + 1, dtype=torch.float32).tier == (
+        "partition" if 4 * capacity >= 232448 else "global")
     assert torch_dsmhist.plan(4 * capacity + 1, weight_dtype=torch.float32).tier == "global"
     if cluster_available():
-        assert torch_dsmhist.plan(4 * capacity).cluster_size == 4
+        assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).cluster_size == 4
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
     assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
     # Sums take the cluster tier up to 2 blocks (kClusterAutoMaxBlocksForSums): float32 weights 2 * capacity bins,
@@ -118,11 +120,14 @@ def test_plan_reports_cluster_layout():
 
 
 def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
-    """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins, not weighted
-    sums (global is faster on all 5 distributions for them up to 4M bins: tuning.h); the planned call is right on
-    adversarial data, weighted or not."""
-    assert torch_dsmhist.plan(232448).tier != "partition"
-    assert torch_dsmhist.plan(232449).tier == "partition"
+    """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins (integer input
+    binned by value: past tier exchange's window, kExchangeAutoMaxBins), not weighted sums (global is faster on all 5
+    distributions for them up to 4M bins: tuning.h); the planned call is right on adversarial data, weighted or not."""
+    assert torch_dsmhist.plan(232448, dtype=torch.float32).tier != "partition"
+    assert torch_dsmhist.plan(232449, dtype=torch.float32).tier == "partition"
+    assert torch_dsmhist.plan(393217).tier == "partition"
+    if not cluster_available():  # without the exchange the partition takes integer input from 232449 bins too
+        assert torch_dsmhist.plan(232449).tier == "partition"
     for weight_dtype in (torch.float32, torch.float64):
         assert torch_dsmhist.plan(232449, weight_dtype=weight_dtype).tier == "global"
         assert torch_dsmhist.plan(16 << 20, weight_dtype=weight_dtype).tier == "global"
@@ -412,9 +417,10 @@ def test_plan_of_a_call_reports_its_launch():
     assert (empty.threads_per_block, empty.cluster_size, empty.grid_blocks) == (0, 0, 0)
     # The cluster tier's launch: clusters of the plan's size.
     if cluster_available():
-        bins = 3 * shared_capacity()
-        clustered = torch_dsmhist.plan(bins, n=1 << 24)
-        assert clustered.tier == "cluster" and clustered.cluster_size == torch_dsmhist.plan(bins).cluster_size
+        bins = 3 * shared_capacity()  # input binned by a range: tier cluster (by value: tier exchange)
+        clustered = torch_dsmhist.plan(bins, dtype=torch.float32, n=1 << 24)
+        assert clustered.tier == "cluster"
+        assert clustered.cluster_size == torch_dsmhist.plan(bins, dtype=torch.float32).cluster_size
         assert clustered.grid_blocks % clustered.cluster_size == 0
     with torch_dsmhist.force_tier("global"):
         forced = torch_dsmhist.plan(256, n=1 << 20)

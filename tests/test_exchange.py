@@ -1,8 +1,9 @@
-"""Tier "exchange" (csrc/kernels/tier_exchange.cuh), forced: counts of every input dtype and layout against the
-reference, in every cluster size that walks a different path (1: no remote block; 5: warps left without a source
-block; 8 and 16: the default sizes), tiles cut at their edges, batched rows (one pass per row), histogram_add_, CUDA
-graph replay, no host sync, and its refusal of sums. The tests that force every tier (test_cuda, test_limits,
-test_fuzz) run it too."""
+"""Tier "exchange" (csrc/kernels/tier_exchange.cuh): counts of every input dtype and layout against the reference,
+in every cluster size that walks a different path (1: no remote block; 5: warps left without a source block; 8 and
+16: the default sizes, whose dense by-value kernels are their own), dropped and clamped values, tiles cut at their
+edges, batched rows (one pass per row), histogram_add_, CUDA graph replay, no host sync, and its refusal of sums;
+then the planner's window for it (tuning.h, kExchangeAutoMinBins to kExchangeAutoMaxBins) and the planned calls.
+The tests that force every tier (test_cuda, test_limits, test_fuzz) run it too."""
 
 import pytest
 import torch
@@ -34,16 +35,17 @@ def exchange(size=None):
     return torch_dsmhist.force_tier("exchange", size)
 
 
+@pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])  # clamped calls take the by-value kernel of any size
 @pytest.mark.parametrize("size", [None, 1, 5, 8, 16])
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
-def test_counts_every_distribution_and_cluster_size(size, distribution, gen):
+def test_counts_every_distribution_and_cluster_size(size, distribution, out_of_range, gen):
     for bins in (7, 4099, 131073, 262147):
         if not plannable("exchange", size, bins):
             continue
         x = make_index_values(3 * TILE * 16 + 12345, bins, torch.int32, distribution, gen).cuda()
         with exchange(size):
-            got = torch_dsmhist.histogram(x, bins, out_of_range="clamp")
-        assert torch.equal(got.cpu(), reference_histogram(x, bins, out_of_range="clamp")), (bins, size)
+            got = torch_dsmhist.histogram(x, bins, out_of_range=out_of_range)
+        assert torch.equal(got.cpu(), reference_histogram(x, bins, out_of_range=out_of_range)), (bins, size)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
@@ -128,3 +130,50 @@ def test_graph_replay_and_no_host_sync(gen):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
+
+
+# The planner's window (tuning.h): counts of integer input binned by value, from kExchangeAutoMinBins to
+# kExchangeAutoMaxBins bins, a histogram of at least kExchangeAutoMinElements elements.
+AUTO_MIN_BINS, AUTO_MAX_BINS, AUTO_MIN_ELEMENTS = 116225, 393216, 1 << 23
+
+
+def test_planner_takes_it_for_counts_by_value_in_its_window():
+    for bins, size in ((AUTO_MIN_BINS, 8), (131072, 8), (131073, 16), (262144, 16), (AUTO_MAX_BINS, 16)):
+        for dtype in (torch.int32, torch.int64, torch.int16):
+            p = torch_dsmhist.plan(bins, dtype=dtype)
+            assert (p.tier, p.cluster_size) == ("exchange", size), (bins, dtype)
+        assert torch_dsmhist.plan(bins, n=AUTO_MIN_ELEMENTS).tier == "exchange"
+        assert torch_dsmhist.plan(bins, rows=3, row_length=AUTO_MIN_ELEMENTS).tier == "exchange"
+        # Outside it: fewer elements a histogram, sums, or input binned by a range.
+        assert torch_dsmhist.plan(bins, n=AUTO_MIN_ELEMENTS - 1).tier != "exchange"
+        assert torch_dsmhist.plan(bins, rows=3, row_length=AUTO_MIN_ELEMENTS - 1).tier != "exchange"
+        for weight_dtype in (torch.float32, torch.float64):
+            assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier != "exchange"
+        assert torch_dsmhist.plan(bins, dtype=torch.float32).tier != "exchange"
+    assert torch_dsmhist.plan(AUTO_MIN_BINS - 1).tier != "exchange"
+    assert torch_dsmhist.plan(AUTO_MAX_BINS + 1).tier == "partition"
+
+
+def test_planned_calls_are_right(gen):
+    """Calls the planner gives the exchange, in the kernels each takes: dense input at 8 and 16 blocks (the dense
+    by-value kernels), misaligned, strided and clamped input (the by-value kernel), int64 and int16, and a batched
+    call; an integer call with a range is planned elsewhere and right too."""
+    n = AUTO_MIN_ELEMENTS + 4099
+    for bins in (AUTO_MIN_BINS, 131073, AUTO_MAX_BINS):
+        for distribution in DISTRIBUTIONS:
+            x = make_index_values(n + 1, bins, torch.int32, distribution, gen).cuda()
+            for v in (x[:n], x[1:]):
+                got = torch_dsmhist.histogram(v, bins)
+                assert torch.equal(got.cpu(), reference_histogram(v, bins)), (bins, distribution)
+    bins = 200003
+    x = make_index_values(2 * n + 3, bins, torch.int64, "uniform", gen).cuda()
+    views = {"strided": x[1::2], "int64": x[:n], "int16": x[:n].clamp(-5, 30000).to(torch.int16)}
+    for name, v in views.items():
+        assert torch.equal(torch_dsmhist.histogram(v, bins).cpu(), reference_histogram(v, bins)), name
+    assert torch.equal(torch_dsmhist.histogram(x[:n], bins, out_of_range="clamp").cpu(),
+                       reference_histogram(x[:n], bins, out_of_range="clamp"))
+    ranged = torch_dsmhist.histogram(x[:n], 150001, -2.0, 250000.0)
+    assert torch.equal(ranged.cpu(), reference_histogram(x[:n], 150001, -2.0, 250000.0))
+    rows = x[: 2 * n].view(2, n)
+    assert torch.equal(torch_dsmhist.batched_histogram(rows, bins).cpu(),
+                       torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))

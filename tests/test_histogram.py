@@ -315,14 +315,14 @@ def test_plan_refuses_a_bad_call(call, error, message):
 
 
 def test_force_tier_validates_and_restores():
-    with pytest.raises(ValueError, match='tier must be one of .*"cluster_dsmem", "exchange", got "fastest"'):
+    with pytest.raises(ValueError, match='tier must be one of "auto", "shared", "exchange", .*"cluster_dsmem", got "fastest"'):
         with torch_dsmhist.force_tier("fastest"):
             pass
     for tier in ("cluster", "cluster_dsmem", "exchange"):
         with pytest.raises(ValueError, match="cluster_size"):
             with torch_dsmhist.force_tier(tier, cluster_size=17):
                 pass
-    with pytest.raises(ValueError, match='cluster_size applies only to tiers "cluster", "cluster_dsmem" and "exchange"'):
+    with pytest.raises(ValueError, match='cluster_size applies only to tiers "exchange", "cluster" and "cluster_dsmem"'):
         with torch_dsmhist.force_tier("shared", cluster_size=2):
             pass
     with torch_dsmhist.force_tier("cluster_dsmem", cluster_size=2):

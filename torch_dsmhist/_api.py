@@ -183,8 +183,9 @@ class Plan:
             thread block cluster's blocks, each counting its own bin range), ``"partition"`` (values grouped by
             chunk of bins, each chunk counted in one block's shared memory), ``"global"`` (global-memory atomics),
             ``"cluster_dsmem"`` (only when forced: the CUDA guide's remote adds through distributed shared memory),
-            ``"exchange"`` (only when forced, counts only: each value passed to the block owning its bin through
-            distributed shared memory) or ``"cpu"``.
+            ``"exchange"`` (counts only: each value passed to the block of a cluster owning its bin through
+            distributed shared memory; planned for integer input binned by value at 116225-393216 bins) or
+            ``"cpu"``.
         cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU).
         shared_bytes_per_block: dynamic shared memory each block uses.
         threads_per_block: CUDA threads per block.
@@ -279,7 +280,7 @@ def force_tier(
     """Force the CUDA strategy tier within a ``with`` block, in this thread (tests and benchmarks).
 
     ``tier`` is ``"auto"``, ``"shared"``, ``"cluster"``, ``"global"``, ``"cluster_dsmem"`` (the CUDA guide's
-    design, which the planner never picks) or ``"exchange"`` (counts only, never picked either); ``cluster_size``
+    design, which the planner never picks) or ``"exchange"`` (counts only); ``cluster_size``
     (1..16, cluster tiers only) fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose largest launchable cluster is
     that size (to test devices that cannot run 16-block clusters). A forced tier that cannot hold the bins raises
     ``ValueError`` at the call. CPU calls ignore it.

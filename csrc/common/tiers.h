@@ -18,6 +18,10 @@ namespace dsmhist {
 // X(enumerator, name, unit, planner may pick, cluster kernel)
 //   shared         all bins in every block's shared memory (block-private copies, flushed once per block); small
 //                  1-D calls run as one cluster that sums the blocks' copies through DSMEM instead.
+//   exchange       counts only: the bins owned interleaved by the blocks of a cluster; each value is read once and
+//                  passed to its owner through DSMEM (each round: rank by owner, stage, count the group from every
+//                  block's staging). The planner takes it for integer input binned by value between
+//                  kExchangeAutoMinBins and kExchangeAutoMaxBins bins (tuning.h, with the measurements).
 //   partition      many bins: the input, in slices, grouped by chunk of bins (kernel 1), then each chunk counted in
 //                  one block's shared memory (kernels 2-3); a workspace of at most 256 MiB. No cluster needed. The
 //                  planner takes it past kPartitionAutoMinBins bins (tuning.h, with the measurements).
@@ -26,17 +30,13 @@ namespace dsmhist {
 //   global         atomics straight into the output (run merging; a per-block cache of hot bins for counts).
 //   cluster_dsmem  the CUDA guide's design: the bins split across a cluster, every thread adding into the owning
 //                  block's bins through DSMEM; slower than "cluster", so only ever forced.
-//   exchange       counts only: the bins owned interleaved by the blocks of a cluster; each value is read once and
-//                  passed to its owner through DSMEM (each round: rank by owner, stage, count the group from every
-//                  block's staging). Only forced so far: in the op it is slower than the partition or the cluster
-//                  tier on some distribution at every bin count measured (tuning.h).
 #define DSMHIST_FOR_EACH_TIER(X)                                        \
   X(kShared, "shared", block_private_tier, true, false)                 \
+  X(kExchange, "exchange", exchange_tier, true, true)                   \
   X(kPartition, "partition", partition_tier, true, false)               \
   X(kCluster, "cluster", owned_range_cluster_tier, true, true)          \
   X(kGlobal, "global", global_atomic_tier, true, false)                 \
-  X(kClusterDsmem, "cluster_dsmem", dsmem_cluster_tier, false, true)    \
-  X(kExchange, "exchange", exchange_tier, false, true)
+  X(kClusterDsmem, "cluster_dsmem", dsmem_cluster_tier, false, true)
 
 // kAuto lets the planner choose; the others are the table's rows, numbered from 1 in its order.
 enum class Tier : int32_t {

@@ -16,14 +16,15 @@ namespace dsmhist {
 
 namespace {
 
-// `elements_per_histogram`: see PlanRequest (the default: a large call).
+// `mode` and `elements_per_histogram`: see PlanRequest (the defaults: a large call binned by value).
 PlanRequest make_request(int device, int64_t bins, InputType input_type, AccKind acc,
-                         int64_t elements_per_histogram = INT64_MAX) {
+                         int64_t elements_per_histogram = INT64_MAX, BinMode mode = BinMode::kIndex) {
   PlanRequest request;
   request.device = device;
   request.bins = bins;
   request.elements_per_histogram = elements_per_histogram;
   request.input_type = input_type;
+  request.mode = mode;
   request.acc = acc;
   request.forced_tier = tier_override().tier;
   request.forced_cluster_size = tier_override().cluster_size;
@@ -64,7 +65,7 @@ struct CudaBackend {
   static void histogram(const char* op, const HistogramArgs& args, HistogramParams& p, const at::Tensor& input) {
     const c10::cuda::CUDAGuard guard(input.device());
     const PlanRequest request =
-        make_request(input.get_device(), p.bins, args.input_type, args.acc, p.elements_per_histogram());
+        make_request(input.get_device(), p.bins, args.input_type, args.acc, p.elements_per_histogram(), p.mode);
     const HistogramPlan plan = plan_or_throw(op, request);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     at::Tensor range_keys;  // the data's finite min and max, found on the device
@@ -127,10 +128,12 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   call.row_length = row_length;
   call.bins = bins;
   call.output_row_stride = batched ? bins : 0;
+  // The call reported is one without a range: integer input binned by value, floating input over its data's range.
+  call.mode = at::isIntegralType(input_dtype, /*includeBool=*/false) ? BinMode::kIndex : BinMode::kRange;
   const PlanRequest request =
       make_request(static_cast<int>(device), bins, call.input_type,
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),
-                   rows == 0 ? INT64_MAX : call.elements_per_histogram());
+                   rows == 0 ? INT64_MAX : call.elements_per_histogram(), call.mode);
   const HistogramPlan plan = plan_or_throw("dsmhist.plan", request);
   LaunchReport launch;
   if (rows > 0) C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));

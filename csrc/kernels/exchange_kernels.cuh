@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/binning.h"
 #include "../common/call.h"
@@ -69,6 +70,16 @@ struct Owners {
   __device__ __forceinline__ uint32_t owner(uint32_t key) const { return key - local(key) * blocks; }
 };
 
+// The same for a cluster size known at compile time (a power of two): a mask and a shift, and no register.
+template <uint32_t kBlocks>
+struct FixedOwners {
+  static_assert(kBlocks != 0 && (kBlocks & (kBlocks - 1)) == 0, "a power of two");
+  static constexpr uint32_t blocks = kBlocks;
+  __device__ explicit FixedOwners(uint32_t /*cluster_blocks*/) {}
+  __device__ __forceinline__ uint32_t local(uint32_t key) const { return key / kBlocks; }
+  __device__ __forceinline__ uint32_t owner(uint32_t key) const { return key % kBlocks; }
+};
+
 // The values of one thread for one round, as loaded (16-byte vectors where the tile allows), and which are elements.
 template <typename T>
 struct Tile {
@@ -114,20 +125,22 @@ static_assert(sizeof(Work) <= 64, "Layout reserves 64 bytes for the Work");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
-// Loads tile `tile_index` of group `group` (past the group's tiles: no elements).
-template <typename T>
+// Loads tile `tile_index` of group `group` (past the group's tiles: no elements). kDense: the rows' inner stride is
+// known to be 1.
+template <typename T, bool kDense>
 __device__ __forceinline__ void load_tile(const HistogramParams& p, const Work& w, int64_t group, int64_t tile_index,
                                           Tile<T>& t) {
   using Shape = Tile<T>;
   t.valid = 0;
   if (tile_index >= w.tiles_per_group) return;
-  const int64_t row_in_group = tile_index / w.tiles_per_row;
+  // A group of one row (a 1-D call, a batched row) needs no division, which every thread would repeat every round.
+  const int64_t row_in_group = w.rows_per_group == 1 ? 0 : tile_index / w.tiles_per_row;
   const int64_t first = (tile_index - row_in_group * w.tiles_per_row) * Shape::kTile;
   int64_t row_input = 0, row_weight = 0;
   if (p.layout.ndim > 0) p.layout.offsets(group * w.rows_per_group + row_in_group, &row_input, &row_weight);
   const T* __restrict__ input = static_cast<const T*>(p.input) + row_input;
   const int64_t n = p.row_length;
-  const int64_t stride = p.inner_input_stride;
+  const int64_t stride = kDense ? 1 : p.inner_input_stride;
   // Dense rows are read from the vector boundary at or before their start: element i sits at position i + lead.
   const int64_t lead = stride == 1 ? int64_t(reinterpret_cast<uintptr_t>(input) % 16 / sizeof(T)) : 0;
   if (stride == 1 && first >= lead && first + Shape::kTile <= n + lead) {
@@ -148,12 +161,45 @@ __device__ __forceinline__ void load_tile(const HistogramParams& p, const Work& 
   }
 }
 
+// A value's key (its bin) or kNoKey when it is not counted, by the binner: any input (kByValue false), or integer
+// input binned by value, where the range arithmetic is dead code and its registers free.
+template <typename T, bool kByValue>
+struct BinnerKeys {
+  Binner<T> binner;
+  __device__ explicit BinnerKeys(const HistogramParams& p) : binner(p) {
+    if constexpr (kByValue) binner.mode = BinMode::kIndex;
+  }
+  __device__ __forceinline__ uint32_t operator()(T value) const {
+    const int64_t bin = binner(value);
+    return bin >= 0 ? static_cast<uint32_t>(bin) : kNoKey;
+  }
+};
+
+// The same for integer input binned by value without clamping: one unsigned compare (a negative value wraps above
+// every bin count), with no 64-bit bin and no clamp to select.
+template <typename T>
+struct ValueKeys {
+  static_assert(std::is_integral<T>::value, "by value: integer input");
+  uint32_t bins;  // below 2^20 (kKeyBits)
+  __device__ explicit ValueKeys(const HistogramParams& p) : bins(static_cast<uint32_t>(p.bins)) {}
+  __device__ __forceinline__ uint32_t operator()(T value) const {
+    if constexpr (sizeof(T) <= 4) {
+      const uint32_t v = static_cast<uint32_t>(static_cast<int32_t>(value));
+      return v < bins ? v : kNoKey;
+    } else {
+      const uint64_t v = static_cast<uint64_t>(value);
+      return v < bins ? static_cast<uint32_t>(v) : kNoKey;
+    }
+  }
+};
+
 // A warp's current run of one bin (kNoKey: none): its count is added to the owner's bins when the run ends.
 struct WarpRun {
   uint32_t key = kNoKey;
   uint32_t count = 0;
 
-  __device__ __forceinline__ void flush(const Owners& owners, uint32_t* bins,
+  template <typename OwnersT>
+  __device__ __forceinline__ void flush(const OwnersT& owners, uint32_t* bins,
                                         const cooperative_groups::cluster_group& cluster) {
     if (key != kNoKey && threadIdx.x % 32 == 0) {
       atomicAdd(cluster.map_shared_rank(bins, static_cast<int>(owners.owner(key))) + owners.local(key), count);
@@ -165,29 +211,31 @@ struct WarpRun {
 
 // Bins each value and takes its rank on its warp's counter for its owner: ranked[k] = key | rank << kKeyBits, or
 // kNoKey for a value not counted. A warp step whose 32 values are one bin extends the warp's run instead, so one hot
-// bin and sorted runs skip the exchange and add once per run.
-template <typename T>
-__device__ __forceinline__ void rank_tile(const Tile<T>& t, const Binner<T>& binner, const Owners& owners,
+// bin and sorted runs skip the exchange and add once per run; a step of no counted value skips it too. Bit k of
+// `exchanged` (the same in every lane of the warp): step k goes through the exchange, and ranked[k] is set.
+template <typename T, typename Keys, typename OwnersT>
+__device__ __forceinline__ void rank_tile(const Tile<T>& t, const Keys& keys, const OwnersT& owners,
                                           uint32_t* warp_counters, uint32_t* bins,
                                           const cooperative_groups::cluster_group& cluster,
-                                          uint32_t (&ranked)[Tile<T>::kPerThread], WarpRun& run) {
+                                          uint32_t (&ranked)[Tile<T>::kPerThread], uint32_t& exchanged,
+                                          WarpRun& run) {
+  exchanged = 0;
 #pragma unroll
   for (int k = 0; k < Tile<T>::kPerThread; ++k) {
-    uint32_t key = kNoKey;
-    if ((t.valid >> k) & 1u) {
-      const int64_t bin = binner(t.lanes.values[k]);
-      if (bin >= 0) key = static_cast<uint32_t>(bin);
-    }
+    // No branch: a lane that is not an element holds T{}, binned and then dropped (or-ed with all ones: kNoKey).
+    const uint32_t key = keys(t.lanes.values[k]) | (((t.valid >> k) & 1u) - 1u);
     const uint32_t lead = __shfl_sync(0xffffffffu, key, 0);
-    if (__all_sync(0xffffffffu, key == lead) && key != kNoKey) {  // warp-uniform
-      if (key != run.key) {
-        run.flush(owners, bins, cluster);
-        run.key = key;
+    if (__all_sync(0xffffffffu, key == lead)) {  // warp-uniform
+      if (key != kNoKey) {
+        if (key != run.key) {
+          run.flush(owners, bins, cluster);
+          run.key = key;
+        }
+        run.count += 32;
       }
-      run.count += 32;
-      ranked[k] = kNoKey;
       continue;
     }
+    exchanged |= uint32_t(1) << k;
     // No branch: a value not counted takes its rank on the spare column.
     const uint32_t rank = atomicAdd(&warp_counters[key != kNoKey ? owners.owner(key) : kSpare], 1u);
     ranked[k] = key != kNoKey ? key | (rank << kKeyBits) : kNoKey;
@@ -216,13 +264,15 @@ __device__ __forceinline__ void scan_groups(const uint32_t* counters, uint32_t* 
   }
 }
 
-// Writes each ranked value's local bin to its slot of the staging (no branch: a value not counted goes to the spare
-// slot at `tile`).
-template <int kPerThread>
-__device__ __forceinline__ void place_tile(const uint32_t (&ranked)[kPerThread], const Owners& owners,
-                                           const uint32_t* warp_base, uint16_t* staging, int64_t tile) {
+// Writes the local bin of each ranked value of the exchanged steps to its slot of the staging (no branch within a
+// step: a value not counted goes to the spare slot at `tile`; the branch on a step is the same for the whole warp).
+template <int kPerThread, typename OwnersT>
+__device__ __forceinline__ void place_tile(const uint32_t (&ranked)[kPerThread], uint32_t exchanged,
+                                           const OwnersT& owners, const uint32_t* warp_base, uint16_t* staging,
+                                           int64_t tile) {
 #pragma unroll
   for (int k = 0; k < kPerThread; ++k) {
+    if (((exchanged >> k) & 1u) == 0) continue;
     const uint32_t key = ranked[k] & kKeyMask;
     const uint32_t slot = warp_base[owners.owner(key)] + (ranked[k] >> kKeyBits);
     staging[ranked[k] != kNoKey ? slot : static_cast<uint32_t>(tile)] = static_cast<uint16_t>(owners.local(key));

@@ -11,12 +11,13 @@
 
 namespace dsmhist {
 
-// The kernels of one input type and accumulation policy.
+// The kernels of one input type and accumulation policy: each tier's kernel, then its unit's variants.
 template <typename T, typename Policy>
 KernelSet make_kernel_set() {
   KernelSet set;
-#define DSMHIST_TIER_KERNEL(e, name, unit, pick, cluster) \
-  set.tiers[tier_index(Tier::e)] = reinterpret_cast<const void*>(&unit::kernel<T, Policy>);
+#define DSMHIST_TIER_KERNEL(e, name, unit, pick, cluster)                                  \
+  set.tiers[tier_index(Tier::e)][0] = reinterpret_cast<const void*>(&unit::kernel<T, Policy>); \
+  TierKernelVariants<Tier::e, T, Policy>::add(set.tiers[tier_index(Tier::e)]);
   DSMHIST_FOR_EACH_TIER(DSMHIST_TIER_KERNEL)
 #undef DSMHIST_TIER_KERNEL
   set.bin_index = reinterpret_cast<const void*>(&bin_index_kernel<T>);

@@ -14,14 +14,18 @@
 
 namespace dsmhist {
 
-// Addresses of the kernels instantiated for one input type and accumulator: one per tier (indexed by tier_index),
-// the range pass and the per-element bin indices.
+// The most kernels one tier has: its kernel and the bodies its unit specialises (TierKernelVariants, tier_host.h).
+constexpr int kMaxTierKernels = 4;
+
+// Addresses of the kernels instantiated for one input type and accumulator: per tier (indexed by tier_index) its
+// kernel and any specialised variants (null where the unit has none for this type), the range pass and the
+// per-element bin indices.
 struct KernelSet {
-  const void* tiers[kTierCount] = {};
+  const void* tiers[kTierCount][kMaxTierKernels] = {};
   const void* finite_range = nullptr;  // null for integer inputs
   const void* bin_index = nullptr;
 
-  const void* tier_kernel(Tier tier) const { return tiers[tier_index(tier)]; }
+  const void* tier_kernel(Tier tier, int variant = 0) const { return tiers[tier_index(tier)][variant]; }
 };
 
 // Defined in histogram_<type>.cu, one translation unit per input type.
@@ -37,6 +41,7 @@ struct PlanRequest {
   int device = 0;
   int64_t bins = 0;
   InputType input_type = InputType::kInt64;
+  BinMode mode = BinMode::kIndex;  // how the call bins (integer input by value, or a range)
   AccKind acc = AccKind::kCount;
   Tier forced_tier = Tier::kAuto;
   int forced_cluster_size = 0;  // 0: the planner chooses
@@ -70,7 +75,8 @@ enum class PlanStatus : int32_t {
   kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
   kPartitionNotChosen,      // the planner takes tier "partition" only for counts past kPartitionAutoMinBins bins
   kFewElementsPerBin,       // the planner takes tier "global" for many bins with few elements each
-  kExchangeCountsOnly       // tier "exchange" adds counts, not weighted or deterministic sums
+  kExchangeCountsOnly,      // tier "exchange" adds counts, not weighted or deterministic sums
+  kExchangeNotChosen        // the planner takes tier "exchange" only for counts by value in its window of bins
 };
 
 const char* plan_status_message(PlanStatus status);

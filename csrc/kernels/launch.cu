@@ -44,7 +44,7 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
   params.tally_byte_values = shape.tally_byte_values;
   params.bins_per_block = plan.bins_per_block;
   void* args[] = {&params};
-  const void* kernel = kernels.tier_kernel(plan.tier);
+  const void* kernel = kernels.tier_kernel(plan.tier, shape.kernel_variant);
   if (shape.cluster_dim > 0) {
     cudaLaunchAttribute attribute;
     const cudaLaunchConfig_t config =

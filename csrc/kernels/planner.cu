@@ -38,6 +38,12 @@ const char* plan_status_message(PlanStatus status) {
       return "the planner takes tier 'global' for 16384 bins or more with fewer than 32 elements per bin";
     case PlanStatus::kExchangeCountsOnly:
       return "tier 'exchange' adds counts only: weighted sums (deterministic or not) take another tier";
+    case PlanStatus::kExchangeNotChosen:
+      static_assert(kExchangeAutoMinBins == 116225 && kExchangeAutoMaxBins == 393216 &&
+                        kExchangeAutoMinElements == (int64_t(1) << 23),
+                    "the message below states kExchangeAutoMinBins, kExchangeAutoMaxBins and kExchangeAutoMinElements");
+      return "the planner takes tier 'exchange' only for counts of integer input by value at 116225-393216 bins, "
+             "2^23 elements or more";
   }
   return "unknown planning status";
 }
@@ -46,13 +52,16 @@ const char* plan_status_message(PlanStatus status) {
 // in the table's order and the first that fits wins:
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
-//   2. partition - counts past kPartitionAutoMinBins bins (232448) of at least kPartitionAutoMinElements elements
+//   2. exchange - sm_90 code on an sm_90+ device, counts of integer input binned by value, kExchangeAutoMinBins to
+//                kExchangeAutoMaxBins bins (116225-393216) of at least kExchangeAutoMinElements elements (2^23) a
+//                histogram (all measured, tuning.h);
+//   3. partition - counts past kPartitionAutoMinBins bins (232448) of at least kPartitionAutoMinElements elements
 //                (2^23) a histogram (both measured, tuning.h), up to its capacity;
-//   3. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (counts; sums:
+//   4. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (counts; sums:
 //                kClusterAutoMaxBlocksForSums; both measured, tuning.h),
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
-//      (1 and 3 decline 16384 bins or more with fewer than 32 elements a bin: few_elements_per_bin, tuning.h)
-//   4. global  - everything else (and, before sm_90, everything beyond tier 1).
+//      (1 and 4 decline 16384 bins or more with fewer than 32 elements a bin: few_elements_per_bin, tuning.h)
+//   5. global  - everything else (and, before sm_90, everything beyond tiers 1 and 3).
 PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error) {
   *cuda_error = cudaSuccess;
   DeviceCaps caps;

@@ -21,10 +21,11 @@ namespace dsmhist {
 namespace exchange_tier {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// The kernel's body. kIndexMode: integer input binned by value, where the binner's range arithmetic is dead code and
-// its registers free. The kernel runs at its 64-register limit (1024 threads), so what a round needs only once (the
-// Work) lives in shared memory, and the shared arrays sit at offsets known at compile time.
-template <typename T, bool kIndexMode>
+// The kernel's body. Keys: how a value gets its key (exchange_kernels.cuh: BinnerKeys, ValueKeys). OwnersT: the
+// cluster size known at run time (Owners) or at compile time (FixedOwners). kDense: the rows' inner stride is 1. The
+// kernel runs at its 64-register limit (1024 threads), so what a round needs only once (the Work) lives in shared
+// memory, and the shared arrays sit at offsets known at compile time.
+template <typename T, typename Keys, typename OwnersT, bool kDense>
 __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   namespace cg = cooperative_groups;
   namespace ex = detail::exchange;
@@ -33,9 +34,9 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   static_assert(layout.tile == Tile::kTile && layout.per_vector == Tile::kPerVector,
                 "the host's layout and the kernel's tile agree");
   const cg::cluster_group cluster = cg::this_cluster();
-  const uint32_t blocks = cluster.num_blocks();
+  const OwnersT owners(cluster.num_blocks());
+  const uint32_t blocks = owners.blocks;  // a constant with FixedOwners
   const int me = static_cast<int>(cluster.block_rank());
-  const ex::Owners owners(blocks);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   extern __shared__ __align__(16) unsigned char shared[];
@@ -50,10 +51,10 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   for (int i = threadIdx.x; i < 2 * ex::kWarps * ex::kRowStride; i += kExchangeThreads) rank_counters[i] = 0;
   cluster.sync();  // every block's bins and counters are zeroed (and its Work written) before any block adds
 
-  Binner<T> binner(p);
-  if constexpr (kIndexMode) binner.mode = BinMode::kIndex;  // known here, so the range path compiles out
+  const Keys keys(p);
   Tile tile;
   uint32_t ranked[Tile::kPerThread];
+  uint32_t exchanged = 0;  // which steps of `ranked` are set (rank_tile)
   ex::WarpRun run;
   for (int64_t group = 0; group < work.groups; ++group) {
     for (int64_t pass_start = 0; pass_start < work.rounds_per_group; pass_start += work.rounds_per_pass) {
@@ -64,9 +65,10 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
       const auto tile_of = [&](uint32_t round) {
         return round < rounds ? pass_tile + int64_t(round) * gridDim.x : INT64_MAX;
       };
-      ex::load_tile<T>(p, work, group, tile_of(0), tile);
-      ex::rank_tile<T>(tile, binner, owners, rank_counters + warp * ex::kRowStride, bins, cluster, ranked, run);
-      ex::load_tile<T>(p, work, group, tile_of(1), tile);
+      ex::load_tile<T, kDense>(p, work, group, tile_of(0), tile);
+      ex::rank_tile<T>(tile, keys, owners, rank_counters + warp * ex::kRowStride, bins, cluster, ranked, exchanged,
+                       run);
+      ex::load_tile<T, kDense>(p, work, group, tile_of(1), tile);
       __syncthreads();  // round 0's ranks are all taken: its counters are final
 
       for (uint32_t round = 0; round < rounds; ++round) {
@@ -76,17 +78,17 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
         __syncthreads();  // bases written and every counter of the round read: place, and re-zero the counters
 
         if (threadIdx.x < ex::kWarps * ex::kRowStride) counters[threadIdx.x] = 0;
-        ex::place_tile<Tile::kPerThread>(ranked, owners, warp_base + warp * ex::kRowStride,
+        ex::place_tile<Tile::kPerThread>(ranked, exchanged, owners, warp_base + warp * ex::kRowStride,
                                          staging + buffer * layout.staging_entries, Tile::kTile);
         __syncthreads();  // every entry is placed before thread 0 publishes the staging to the cluster
         if (threadIdx.x == 0) ex::cluster_fence();
         ex::cluster_arrive_relaxed();  // with thread 0's fence: this block's round is visible to the cluster
 
         if (round + 1 < rounds) {  // while the cluster gathers: rank the next round, load the one after
-          ex::rank_tile<T>(tile, binner, owners,
+          ex::rank_tile<T>(tile, keys, owners,
                            rank_counters + (buffer ^ 1u) * (ex::kWarps * ex::kRowStride) + warp * ex::kRowStride,
-                           bins, cluster, ranked, run);
-          ex::load_tile<T>(p, work, group, tile_of(round + 2), tile);
+                           bins, cluster, ranked, exchanged, run);
+          ex::load_tile<T, kDense>(p, work, group, tile_of(round + 2), tile);
         }
         ex::cluster_wait();  // every block's staging of the round is visible (acquire)
 
@@ -120,22 +122,50 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
 }
 #endif
 
-template <typename T, typename Policy>
+// The kernel's bodies, each its own kernel (together in one kernel they spilled: 828 bytes for int32, against none
+// for a dense by-value body and 12-16 bytes for the others alone, ptxas): any input (variant 0), integer input binned
+// by value (1), and that with dense rows, no clamping and the two automatic cluster sizes (2, 3), where a key is one
+// compare, the owner of a bin a mask and its local index a shift.
+enum Body : int { kAnyInput = 0, kByValue = 1, kDenseByValueSmall = 2, kDenseByValueLarge = 3 };
+
+template <typename T, typename Policy, int kBody = kAnyInput>
 __global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace ex = detail::exchange;
   if constexpr (std::is_same<Policy, detail::CountPolicy>::value) {
-    if constexpr (std::is_integral<T>::value) {
-      if (p.mode == BinMode::kIndex) {
-        count_by_exchange<T, true>(p);
-        return;
-      }
+    if constexpr (kBody == kAnyInput) count_by_exchange<T, ex::BinnerKeys<T, false>, ex::Owners, false>(p);
+    if constexpr (kBody == kByValue) count_by_exchange<T, ex::BinnerKeys<T, true>, ex::Owners, false>(p);
+    if constexpr (kBody == kDenseByValueSmall) {
+      count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kExchangeSmallCluster>, true>(p);
     }
-    count_by_exchange<T, false>(p);
+    if constexpr (kBody == kDenseByValueLarge) {
+      count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kMaxClusterSize>, true>(p);
+    }
   }
 #endif
   // Without sm_90 code (and for sums, which the tier declines) this body is empty; the host launches the cluster
   // tiers only after checking that the loaded binary was compiled for sm_90 or newer (cluster_code_available).
 }
+
+}  // namespace exchange_tier
+
+// The by-value bodies exist for integer input and counts only.
+template <typename T, typename Policy>
+struct TierKernelVariants<Tier::kExchange, T, Policy> {
+  template <int kBody>
+  static const void* body() {
+    return reinterpret_cast<const void*>(&exchange_tier::kernel<T, Policy, kBody>);
+  }
+  static void add(const void** variants) {
+    if constexpr (std::is_integral<T>::value && std::is_same<Policy, detail::CountPolicy>::value) {
+      variants[exchange_tier::kByValue] = body<exchange_tier::kByValue>();
+      variants[exchange_tier::kDenseByValueSmall] = body<exchange_tier::kDenseByValueSmall>();
+      variants[exchange_tier::kDenseByValueLarge] = body<exchange_tier::kDenseByValueLarge>();
+    }
+  }
+};
+
+namespace exchange_tier {
 
 // ----- Host side -------------------------------------------------------------------------------------------------
 
@@ -143,13 +173,23 @@ inline detail::exchange::Layout layout_for(InputType type) {
   return detail::exchange::Layout(static_cast<int>(input_bytes(type)));
 }
 
-// Counts only, and only forced (the planner does not pick it: tiers.h). The forced cluster size, or
-// kExchangeSmallCluster blocks where that keeps at most kExchangeBlockBins bins a block, else kMaxClusterSize
-// (measured: tuning.h); failing those, the smallest that holds the bins.
-inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* cuda_error) {
+// The planner's rule (measured: tuning.h): counts of integer input binned by value (the kernels of the by-value
+// bodies exist), kExchangeAutoMinBins to kExchangeAutoMaxBins bins, at least kExchangeAutoMinElements elements a
+// histogram.
+inline bool planner_takes(const TierContext& ctx) {
+  const PlanRequest& request = ctx.request;
+  return request.mode == BinMode::kIndex && ctx.kernels.tier_kernel(Tier::kExchange, kByValue) != nullptr &&
+         request.bins >= kExchangeAutoMinBins && request.bins <= kExchangeAutoMaxBins &&
+         request.elements_per_histogram >= kExchangeAutoMinElements;
+}
+
+// Counts only. The forced cluster size, or kExchangeSmallCluster blocks where that keeps at most kExchangeBlockBins
+// bins a block, else kMaxClusterSize (measured: tuning.h); failing those, the smallest that holds the bins.
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
   const PlanRequest& request = ctx.request;
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
   if (request.acc != AccKind::kCount) return PlanStatus::kExchangeCountsOnly;
+  if (automatic && !planner_takes(ctx)) return PlanStatus::kExchangeNotChosen;
   int sizes[kMaxClusterSize + 2];
   int count = 0;
   if (request.forced_cluster_size > 0) {
@@ -185,6 +225,15 @@ inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan*
   return request.forced_cluster_size > 0 ? PlanStatus::kClusterSizeUnsupported : PlanStatus::kClusterTooSmall;
 }
 
+// The most specialised body that runs the call (its kernel exists for integer input counted by value).
+inline int body_for(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan) {
+  if (p.mode != BinMode::kIndex || ctx.kernels.tier_kernel(Tier::kExchange, kByValue) == nullptr) return kAnyInput;
+  if (p.inner_input_stride != 1 || p.clamp) return kByValue;
+  if (plan.cluster_size == kExchangeSmallCluster) return kDenseByValueSmall;
+  if (plan.cluster_size == kMaxClusterSize) return kDenseByValueLarge;
+  return kByValue;
+}
+
 // As many clusters as can be resident, fewer when a group has fewer tiles than their blocks. The output is zeroed
 // first (or added to): every cluster adds its own copy of the bins.
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind /*acc*/,
@@ -192,9 +241,11 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   shape->threads = kExchangeThreads;
   shape->cluster_dim = plan.cluster_size;
   shape->segments = 1;
+  shape->kernel_variant = body_for(p, ctx, plan);
   int resident = 0;
-  const cudaError_t err = max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange), ctx.request.device, ctx.caps,
-                                              plan.cluster_size, kExchangeThreads, plan.shared_bytes, &resident);
+  const cudaError_t err =
+      max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange, shape->kernel_variant), ctx.request.device,
+                          ctx.caps, plan.cluster_size, kExchangeThreads, plan.shared_bytes, &resident);
   if (err != cudaSuccess) return err;
   const int64_t tiles = detail::exchange::Work(p, layout_for(ctx.request.input_type), plan.cluster_size, resident)
                             .tiles_per_group;

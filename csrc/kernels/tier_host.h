@@ -33,6 +33,16 @@ struct LaunchShape {
   bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
   bool tally_byte_values = false;     // tier "shared", 1-byte counts: tallies per byte value (HistogramParams)
   int64_t shared_bytes = 0;  // dynamic shared memory per block: the plan's, unless the tier's shape changes it
+  int kernel_variant = 0;    // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
+};
+
+// A tier's kernels past its first (`kernel`, variant 0). A unit whose kernel has bodies specialised for common calls
+// gives each its own kernel, so that each gets the registers it needs alone, by specialising this for its Tier: add
+// stores them at variants[1...] (variants[0] is set). Its shape function picks one (LaunchShape::kernel_variant)
+// where the kernel set holds it.
+template <Tier kTier, typename T, typename Policy>
+struct TierKernelVariants {
+  static void add(const void** /*variants*/) {}
 };
 
 // A tier that runs its own launches (several kernels, a workspace) instead of the one launch every other tier gets

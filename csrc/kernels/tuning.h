@@ -85,16 +85,37 @@ constexpr int kExchangeMaxValuesPerThread = 16;
 // in 16 (16384 a block) 0.933; 131072 in 8 blocks 0.907. Forced, any cluster size from 1 to 16 runs.
 constexpr int kExchangeSmallCluster = 8;
 constexpr int64_t kExchangeBlockBins = 16384;
-// The planner does not pick the exchange tier yet: benchmarks/bench_plan.py --bins 131072 262144 524288 (RESULTS.md
-// "Plan thresholds, selected bin counts", H100 80GB HBM3, 2026-11-23, 2^28 int32, median ms, exchange / the plan):
-//   131072 (8 blocks; cluster tier): uniform 1.11 / 0.959, normal 1.10 / 0.946, zipf 1.10 / 0.894, one hot 0.843 /
-//                                    0.891, sorted 0.944 / 0.798  -> the cluster tier (exchange 1.17x at worst)
-//   262144 (16 blocks; partition):   uniform 1.19 / 1.25, normal 1.18 / 1.37, zipf 1.19 / 1.31, one hot 0.914 /
-//                                    0.483, sorted 1.04 / 0.827  -> partition (exchange 1.89x on one hot; partition
-//                                    1.16x at worst)
-//   524288 (16 blocks; partition):   uniform 1.28 / 1.14, one hot 1.00 / 0.485, zipf 1.28 / 1.39  -> partition
-// The op's kernel is 19-28% slower than the probe (benchmarks/exchange_probe.cu, 0.907-1.02 ms uniform): it bins
-// every input type and layout at its 64-register limit and spills (ptxas: 356 bytes for int32).
+// The planner takes the exchange tier for counts of integer input binned by value from kExchangeAutoMinBins to
+// kExchangeAutoMaxBins bins: benchmarks/bench_plan.py --bins 116225 131072 196608 262144 393216 524288 (RESULTS.md
+// "Plan thresholds, selected bin counts", H100 80GB HBM3, 2026-11-24, 2^28 int32, median ms, exchange / the tier the
+// plan took before it; NOTES.md "Tier exchange, second version"):
+//   116225 (8 blocks; cluster 3):  uniform 0.912 / 0.957, normal 0.909 / 0.946, zipf 0.903 / 0.893, one hot 0.560 /
+//                                  0.893, sorted 0.634 / 0.800  -> exchange (1.01x the cluster at worst; it 1.59x)
+//   131072 (8; cluster 3):         uniform 0.922 / 0.961, zipf 0.916 / 0.901, one hot 0.563 / 0.898  -> exchange
+//   196608 (16; cluster 4):        uniform 0.938 / 1.24, zipf 0.944 / 1.20, one hot 0.611 / 1.14  -> exchange
+//   262144 (16; partition):        uniform 0.953 / 1.25, normal 0.951 / 1.38, zipf 0.954 / 1.32, one hot 0.613 /
+//                                  0.486, sorted 0.725 / 0.832  -> exchange (1.26x the partition on one hot; the
+//                                  partition 1.45x it on normal)
+//   393216 (16; partition):        uniform 0.979 / 1.16, normal 0.975 / 1.40, zipf 0.976 / 1.38, one hot 0.632 /
+//                                  0.487  -> exchange (1.30x on one hot; the partition 1.43x on normal)
+//   524288 (16; partition):        uniform 1.05 / 1.12, zipf 1.04 / 1.39, one hot 0.660 / 0.488  -> partition
+//                                  (exchange 1.35x on one hot; the partition 1.34x on Zipf)
+// As between the other tiers, the plan takes the tier whose worst case against the other is smaller. One hot bin is
+// slower than before from 232449 bins (0.61-0.63 ms against the partition's 0.49).
+constexpr int64_t kExchangeAutoMinBins = 116225;  // past 2 blocks of 58112 bins: the cluster tier's third block
+constexpr int64_t kExchangeAutoMaxBins = 393216;
+// ... and only for a histogram of at least kExchangeAutoMinElements elements: zeroing and flushing every cluster's
+// bins costs ~40 us a call. bench_plan.py --small (RESULTS.md "Plan thresholds, small calls", H100 80GB HBM3,
+// 2026-11-24), us of device time per call (CUDA-graph replay), int32, exchange / the tier the plan took before it:
+//   131072 bins (cluster 3):  uniform 2^22 50.1 / 38.7, 2^23 68.7 / 52.4, 2^24 96.6 / 86.3; one hot 2^22 18.1 /
+//                             21.8, 2^23 28.9 / 34.2, 2^24 47.3 / 59.4
+//   262144 bins (global below 2^23, then partition): uniform 2^22 51.3 / 54.3, 2^23 67.1 / 112.8, 2^24 97.5 /
+//                             140.7; one hot 2^22 19.1 / 18.8, 2^23 30.2 / 25.9, 2^24 50.7 / 45.0
+// At 2^24 the exchange's worst case is the smaller at both bin counts; at 2^22 the cluster's at 131072 bins (within
+// 6% either way at 262144). 2^23 is a near tie at 131072 bins (this run: the exchange 1.31x the cluster on uniform,
+// the cluster 1.18x it on one hot; an earlier run 1.26x and 1.31x) and the exchange's at 262144 (the partition 1.68x
+// it on uniform): the threshold is 2^23.
+constexpr int64_t kExchangeAutoMinElements = int64_t(1) << 23;
 
 // ----- Partition tier ----------------------------------------------------------------------------------------------
 
