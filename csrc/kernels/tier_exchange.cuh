@@ -127,6 +127,7 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
 // by value (1), and that with dense rows, no clamping and the two automatic cluster sizes (2, 3), where a key is one
 // compare, the owner of a bin a mask and its local index a shift.
 enum Body : int { kAnyInput = 0, kByValue = 1, kDenseByValueSmall = 2, kDenseByValueLarge = 3 };
+static_assert(kDenseByValueLarge < kMaxTierKernels, "every body has a slot in the kernel set");
 
 template <typename T, typename Policy, int kBody = kAnyInput>
 __global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p) {
