@@ -115,8 +115,8 @@ def histogram_add_(
     ``hist`` is a 1-D tensor ``[bins]`` on ``input``'s device and decides the bin count and the dtype the counts
     accumulate in: int64 or int32 without ``weight`` (an int32 ``hist`` wraps modulo 2**32 across calls, as int32
     tensor addition does; a single call of more than 2**31 - 1 elements into it is refused), float32 or float64
-    with it (every floating weight dtype may add into either). Nothing is zeroed and, on CUDA, nothing synchronises with the host,
-    so a loop over a dataset's batches runs asynchronously and can be captured in a CUDA graph.
+    with it (every floating weight dtype may add into either). Nothing is zeroed and, on CUDA, nothing synchronises
+    with the host, so a loop over a dataset's batches runs asynchronously and can be captured in a CUDA graph.
 
     The other arguments mean what they mean for :func:`histogram`, with one restriction: floating input needs
     ``min`` and ``max``, since a range taken from each batch's data would give different bins in every call.
@@ -195,7 +195,7 @@ class Plan:
             ``None`` when it was given none, or on the CPU.
 
     Given a call, ``tier`` is that call's (the planner takes ``"global"`` for 16384 bins or more with fewer than 32
-    elements a bin, and ``"partition"`` only from 2^23 elements a histogram), and ``cluster_size``,
+    elements a bin, and ``"exchange"`` and ``"partition"`` only from 2^23 elements a histogram), and ``cluster_size``,
     ``shared_bytes_per_block``, ``threads_per_block`` and ``grid_blocks`` are what its launch uses (all 0 for an
     empty call: nothing is launched). Without one, they are what a large 1-D call (more than 65536 elements) gets.
     Tier ``"shared"`` reshapes three kinds of call: a small 1-D call runs as one cluster of up to 8 blocks that sums
@@ -279,11 +279,11 @@ def force_tier(
 ) -> Iterator[None]:
     """Force the CUDA strategy tier within a ``with`` block, in this thread (tests and benchmarks).
 
-    ``tier`` is ``"auto"``, ``"shared"``, ``"cluster"``, ``"global"``, ``"cluster_dsmem"`` (the CUDA guide's
-    design, which the planner never picks) or ``"exchange"`` (counts only); ``cluster_size``
-    (1..16, cluster tiers only) fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose largest launchable cluster is
-    that size (to test devices that cannot run 16-block clusters). A forced tier that cannot hold the bins raises
-    ``ValueError`` at the call. CPU calls ignore it.
+    ``tier`` is ``"auto"``, ``"shared"``, ``"exchange"`` (counts only), ``"partition"``, ``"cluster"``,
+    ``"global"`` or ``"cluster_dsmem"`` (the CUDA guide's design, which the planner never picks); ``cluster_size``
+    (1..16, cluster tiers only) fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose
+    largest launchable cluster is that size (to test devices that cannot run 16-block clusters). A forced tier that
+    cannot hold the bins raises ``ValueError`` at the call. CPU calls ignore it.
     """
     previous = torch.ops.dsmhist._get_tier_override()
     torch.ops.dsmhist._set_tier_override(tier, cluster_size or 0, max_cluster_size or 0)
