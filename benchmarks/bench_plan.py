@@ -267,7 +267,7 @@ def main() -> int:
               "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "
               "partition, global and the cluster tier per distribution (the partition included below 232449 bins, "
               "where the planner does not take it), worst distribution each way. The planner takes the exchange for "
-              "integer input by value from 116225 to 393216 bins, where its worst case against the tier the plan took "
+              "integer input by value from 116225 to 640000 bins, where its worst case against the tier the plan took "
               "before it (cluster, then partition past 232448 bins) is the smaller (tuning.h).", ""]
     verdicts = []
     for bins in bins_list:

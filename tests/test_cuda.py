@@ -125,7 +125,7 @@ def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
     distributions for them up to 4M bins: tuning.h); the planned call is right on adversarial data, weighted or not."""
     assert torch_dsmhist.plan(232448, dtype=torch.float32).tier != "partition"
     assert torch_dsmhist.plan(232449, dtype=torch.float32).tier == "partition"
-    assert torch_dsmhist.plan(393217).tier == "partition"
+    assert torch_dsmhist.plan(640001).tier == "partition"
     if not cluster_available():  # without the exchange the partition takes integer input from 232449 bins too
         assert torch_dsmhist.plan(232449).tier == "partition"
     for weight_dtype in (torch.float32, torch.float64):

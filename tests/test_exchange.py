@@ -134,11 +134,12 @@ def test_graph_replay_and_no_host_sync(gen):
 
 # The planner's window (tuning.h): counts of integer input binned by value, from kExchangeAutoMinBins to
 # kExchangeAutoMaxBins bins, a histogram of at least kExchangeAutoMinElements elements.
-AUTO_MIN_BINS, AUTO_MAX_BINS, AUTO_MIN_ELEMENTS = 116225, 393216, 1 << 23
+AUTO_MIN_BINS, AUTO_MAX_BINS, AUTO_MIN_ELEMENTS = 116225, 640000, 1 << 23
 
 
 def test_planner_takes_it_for_counts_by_value_in_its_window():
-    for bins, size in ((AUTO_MIN_BINS, 8), (131072, 8), (131073, 16), (262144, 16), (AUTO_MAX_BINS, 16)):
+    window = ((AUTO_MIN_BINS, 8), (131072, 8), (131073, 16), (262144, 16), (524288, 16), (AUTO_MAX_BINS, 16))
+    for bins, size in window:
         for dtype in (torch.int32, torch.int64, torch.int16):
             p = torch_dsmhist.plan(bins, dtype=dtype)
             assert (p.tier, p.cluster_size) == ("exchange", size), (bins, dtype)

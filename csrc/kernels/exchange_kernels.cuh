@@ -38,13 +38,13 @@ DSMHIST_HD constexpr int values_per_thread(int element_bytes) {
 
 // A round's tile for an element of `element_bytes`, and the shared memory of everything but the bins: two rounds of
 // staging (16-bit local bins, one spare vector for the values not counted), the rank counters of two rounds, each
-// warp's group bases, and the group table of two rounds.
+// warp's group bases, the group table of two rounds, the Work and the prefetch cursor.
 struct Layout {
   int per_thread;
   int per_vector;  // elements a 16-byte vector holds
   int64_t tile;
   int64_t staging_entries;
-  int64_t counters_offset, warp_base_offset, groups_offset, work_offset, bins_offset;
+  int64_t counters_offset, warp_base_offset, groups_offset, work_offset, cursor_offset, bins_offset;
 
   DSMHIST_HD constexpr explicit Layout(int element_bytes)
       : per_thread(values_per_thread(element_bytes)),
@@ -55,7 +55,8 @@ struct Layout {
         warp_base_offset(counters_offset + 2 * kWarps * kRowStride * 4),
         groups_offset(warp_base_offset + kWarps * kRowStride * 4),
         work_offset(groups_offset + 2 * 2 * kMaxBlocks * 4),
-        bins_offset(work_offset + 64) {}
+        cursor_offset(work_offset + 64),
+        bins_offset(cursor_offset + 32) {}
   DSMHIST_HD constexpr int64_t shared_bytes(int64_t block_bins) const { return bins_offset + block_bins * 4; }
 };
 
@@ -159,6 +160,43 @@ __device__ __forceinline__ void load_tile(const HistogramParams& p, const Work& 
       t.valid |= uint32_t(1) << k;
     }
   }
+}
+
+// Where thread 0's L2 prefetches of a pass go (tuning.h, kExchangePrefetchRounds): the next tile's first byte, the
+// step between this block's tiles, and the end of the row's whole 16-byte vectors (0: the pass prefetches nothing).
+// It lives in shared memory: no register of the round is left to hold it.
+struct PrefetchCursor {
+  uintptr_t next, step, end;
+};
+static_assert(sizeof(PrefetchCursor) <= 32, "Layout reserves 32 bytes for the prefetch cursor");
+
+// Aims the cursor at tile `tile_index` of group `group`, stepping `step_tiles` tiles a round. Only a group of one
+// row, with at most one row dim, is prefetched: its tiles are one contiguous span, and its start needs no division
+// (the registers of the general row walk would spill the round's).
+template <typename T>
+__device__ __forceinline__ void aim_prefetch(const HistogramParams& p, const Work& w, int64_t group,
+                                             int64_t tile_index, int64_t step_tiles, volatile PrefetchCursor* c) {
+  constexpr uintptr_t kTileBytes = uintptr_t(Tile<T>::kTile) * sizeof(T);
+  const bool prefetched = w.rows_per_group == 1 && p.layout.ndim <= 1;
+  const int64_t row_input = p.layout.ndim == 1 ? group * p.layout.input_strides[0] : 0;
+  const uintptr_t row = reinterpret_cast<uintptr_t>(static_cast<const T*>(p.input) + row_input);
+  // Tile t starts at the vector boundary at or before the row's start (load_tile's lead), plus t tiles.
+  c->next = (row & ~uintptr_t(15)) + uintptr_t(tile_index) * kTileBytes;
+  c->step = uintptr_t(step_tiles) * kTileBytes;
+  c->end = prefetched ? (row + uintptr_t(p.row_length) * sizeof(T)) & ~uintptr_t(15) : 0;
+}
+
+// One bulk L2 prefetch of the cursor's tile, cut at the row's last whole vector (a hint: it waits for nothing, and
+// reads no byte outside the row's vectors), then the cursor moves on a round.
+template <typename T>
+__device__ __forceinline__ void prefetch_next(volatile PrefetchCursor* c) {
+  constexpr uintptr_t kTileBytes = uintptr_t(Tile<T>::kTile) * sizeof(T);
+  const uintptr_t next = c->next, end = c->end;
+  if (next < end) {
+    const uint32_t bytes = static_cast<uint32_t>(end - next < kTileBytes ? end - next : kTileBytes);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(next), "r"(bytes) : "memory");
+  }
+  c->next = next + c->step;
 }
 
 // A value's key (its bin) or kNoKey when it is not counted, by the binner: any input (kByValue false), or integer

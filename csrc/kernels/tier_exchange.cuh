@@ -2,8 +2,8 @@
 // value read once from global memory and passed to its owner through distributed shared memory. Per round every
 // block takes a tile of values, ranks them by owner, places their local bins grouped by owner in its staging; after
 // one cluster barrier each block counts its group from every block's staging (16-byte DSMEM loads) with local
-// shared-memory atomics. The next round is ranked while the cluster gathers. Counts only: weighted and deterministic
-// sums take the other tiers. The pieces: exchange_kernels.cuh.
+// shared-memory atomics. The next round is ranked while the cluster gathers, and (dense bodies) the tile after it is
+// asked of L2. Counts only: weighted and deterministic sums take the other tiers. The pieces: exchange_kernels.cuh.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -46,7 +46,13 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   uint32_t* groups = reinterpret_cast<uint32_t*>(shared + layout.groups_offset);
   ex::Work& work = *reinterpret_cast<ex::Work*>(shared + layout.work_offset);
   uint32_t* bins = reinterpret_cast<uint32_t*>(shared + layout.bins_offset);
-  if (threadIdx.x == 0) work = ex::Work(p, layout, blocks, gridDim.x);
+  volatile ex::PrefetchCursor* cursor = reinterpret_cast<volatile ex::PrefetchCursor*>(shared + layout.cursor_offset);
+  // A pass's first prefetch is of round 2 + kExchangePrefetchRounds (rounds 0 and 1 are loaded before its loop).
+  constexpr int64_t kFirstPrefetched = 2 + kExchangePrefetchRounds;
+  if (threadIdx.x == 0) {
+    work = ex::Work(p, layout, blocks, gridDim.x);
+    if constexpr (kDense) ex::aim_prefetch<T>(p, work, 0, blockIdx.x + kFirstPrefetched * gridDim.x, gridDim.x, cursor);
+  }
   for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) bins[i] = 0;
   for (int i = threadIdx.x; i < 2 * ex::kWarps * ex::kRowStride; i += kExchangeThreads) rank_counters[i] = 0;
   cluster.sync();  // every block's bins and counters are zeroed (and its Work written) before any block adds
@@ -84,6 +90,9 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
         if (threadIdx.x == 0) ex::cluster_fence();
         ex::cluster_arrive_relaxed();  // with thread 0's fence: this block's round is visible to the cluster
 
+        if constexpr (kDense) {
+          if (threadIdx.x == 0 && round + kFirstPrefetched < rounds) ex::prefetch_next<T>(cursor);
+        }
         if (round + 1 < rounds) {  // while the cluster gathers: rank the next round, load the one after
           ex::rank_tile<T>(tile, keys, owners,
                            rank_counters + (buffer ^ 1u) * (ex::kWarps * ex::kRowStride) + warp * ex::kRowStride,
@@ -115,8 +124,18 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
         const int64_t bin = i * blocks + me;
         if (count != 0 && bin < p.bins) detail::CountPolicy::add_global(p, base + bin, count);
       }
-      const bool more = pass_start + work.rounds_per_pass < work.rounds_per_group || group + 1 < work.groups;
-      if (more) cluster.sync();  // every block's bins are re-zeroed before the next pass adds into them
+      const bool next_in_group = pass_start + work.rounds_per_pass < work.rounds_per_group;
+      if (next_in_group || group + 1 < work.groups) {
+        if constexpr (kDense) {
+          if (threadIdx.x == 0) {
+            const int64_t next_group = next_in_group ? group : group + 1;
+            const int64_t next_start = next_in_group ? pass_start + work.rounds_per_pass : 0;
+            ex::aim_prefetch<T>(p, work, next_group, (next_start + kFirstPrefetched) * gridDim.x + blockIdx.x,
+                                gridDim.x, cursor);
+          }
+        }
+        cluster.sync();  // every block's bins are re-zeroed before the next pass adds into them
+      }
     }
   }
 }

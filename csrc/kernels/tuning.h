@@ -80,30 +80,41 @@ constexpr int kMaxClusterSize = 16;
 constexpr int kExchangeThreads = 1024;
 constexpr int kExchangeTileBytes = 64;  // per thread a round: 16 values of up to 4 bytes, 8 of 8 bytes
 constexpr int kExchangeMaxValuesPerThread = 16;
+// The dense bodies ask L2 for a block's tile kExchangePrefetchRounds rounds before the round that loads it into
+// registers (one bulk prefetch a round by one thread; the registers hold one tile ahead, all they can). H100 80GB
+// HBM3, 2^28 int32, forced exchange, median ms at 131072 / 262144 / 393216 / 524288 bins, prefetching 0 / 1 / 2 / 4 / 6
+// rounds ahead (NOTES.md "Tier exchange, third version"): uniform 0.911 / 0.890 / 0.891 / 0.897 / 0.966 at 131072,
+// 1.032 / 0.970 / 0.971 / 0.981 / 1.222 at 524288; one hot 0.572 / 0.517 / 0.520 / 0.588 / 0.674 at 131072, 0.669 /
+// 0.577 / 0.579 / 0.630 / 0.884 at 524288. Deeper than two rounds, the tiles in flight (7.5 MB a round over the
+// grid) crowd L2.
+constexpr int kExchangePrefetchRounds = 1;
 // The automatic cluster size: the smaller of kExchangeSmallCluster and kMaxClusterSize blocks that keeps at most
 // kExchangeBlockBins bins a block. Probe, 2^28 uniform int32, ms: 262144 bins in 8 blocks (32768 a block) 0.996,
 // in 16 (16384 a block) 0.933; 131072 in 8 blocks 0.907. Forced, any cluster size from 1 to 16 runs.
 constexpr int kExchangeSmallCluster = 8;
 constexpr int64_t kExchangeBlockBins = 16384;
 // The planner takes the exchange tier for counts of integer input binned by value from kExchangeAutoMinBins to
-// kExchangeAutoMaxBins bins: benchmarks/bench_plan.py --bins 116225 131072 196608 262144 393216 524288 (RESULTS.md
-// "Plan thresholds, selected bin counts", H100 80GB HBM3, 2026-11-24, 2^28 int32, median ms, exchange / the tier the
-// plan took before it; NOTES.md "Tier exchange, second version"):
-//   116225 (8 blocks; cluster 3):  uniform 0.912 / 0.957, normal 0.909 / 0.946, zipf 0.903 / 0.893, one hot 0.560 /
-//                                  0.893, sorted 0.634 / 0.800  -> exchange (1.01x the cluster at worst; it 1.59x)
-//   131072 (8; cluster 3):         uniform 0.922 / 0.961, zipf 0.916 / 0.901, one hot 0.563 / 0.898  -> exchange
-//   196608 (16; cluster 4):        uniform 0.938 / 1.24, zipf 0.944 / 1.20, one hot 0.611 / 1.14  -> exchange
-//   262144 (16; partition):        uniform 0.953 / 1.25, normal 0.951 / 1.38, zipf 0.954 / 1.32, one hot 0.613 /
-//                                  0.486, sorted 0.725 / 0.832  -> exchange (1.26x the partition on one hot; the
-//                                  partition 1.45x it on normal)
-//   393216 (16; partition):        uniform 0.979 / 1.16, normal 0.975 / 1.40, zipf 0.976 / 1.38, one hot 0.632 /
-//                                  0.487  -> exchange (1.30x on one hot; the partition 1.43x on normal)
-//   524288 (16; partition):        uniform 1.05 / 1.12, zipf 1.04 / 1.39, one hot 0.660 / 0.488  -> partition
-//                                  (exchange 1.35x on one hot; the partition 1.34x on Zipf)
-// As between the other tiers, the plan takes the tier whose worst case against the other is smaller. One hot bin is
-// slower than before from 232449 bins (0.61-0.63 ms against the partition's 0.49).
+// kExchangeAutoMaxBins bins: benchmarks/bench_plan.py --bins 116225 131072 196608 262144 393216 524288 640000 640001
+// (RESULTS.md "Plan thresholds, selected bin counts", H100 80GB HBM3, 2026-11-24, 2^28 int32, median ms, exchange /
+// the tier the plan would take without it; NOTES.md "Tier exchange, third version"):
+//   116225 (8 blocks; cluster 3):  uniform 0.878 / 0.961, normal 0.879 / 0.951, zipf 0.877 / 0.898, one hot 0.522 /
+//                                  0.902, sorted 0.619 / 0.804  -> exchange (0.98x the cluster at worst; it 1.73x)
+//   131072 (8; cluster 3):         uniform 0.888 / 0.966, zipf 0.881 / 0.900, one hot 0.523 / 0.900  -> exchange
+//   196608 (16; cluster 4):        uniform 0.891 / 1.24, zipf 0.896 / 1.21, one hot 0.575 / 1.14  -> exchange
+//   262144 (16; partition):        uniform 0.904 / 1.24, normal 0.900 / 1.38, zipf 0.902 / 1.32, one hot 0.567 /
+//                                  0.485, sorted 0.712 / 0.833  -> exchange (1.17x the partition on one hot; the
+//                                  partition 1.53x it on normal)
+//   393216 (16; partition):        uniform 0.922 / 1.16, normal 0.923 / 1.44, zipf 0.922 / 1.38, one hot 0.566 /
+//                                  0.486  -> exchange (1.16x on one hot; the partition 1.56x on normal)
+//   524288 (16; partition):        uniform 0.968 / 1.13, zipf 0.963 / 1.40, one hot 0.576 / 0.486  -> exchange
+//                                  (1.19x on one hot; the partition 1.45x on Zipf)
+//   640000 (16; partition):        uniform 0.982 / 1.26, zipf 0.979 / 1.40, one hot 0.579 / 0.490  -> exchange
+//                                  (1.18x on one hot; the partition 1.43x on Zipf)
+// 640000 is the most a 16-block cluster holds for 4-byte input (40000 bins a block beside the staging): past it the
+// partition. As between the other tiers, the plan takes the tier whose worst case against the other is smaller. One
+// hot bin is slower than the partition from 232449 bins (0.57-0.58 ms against 0.49).
 constexpr int64_t kExchangeAutoMinBins = 116225;  // past 2 blocks of 58112 bins: the cluster tier's third block
-constexpr int64_t kExchangeAutoMaxBins = 393216;
+constexpr int64_t kExchangeAutoMaxBins = 640000;  // 16 blocks of 40000: its capacity for 4-byte input
 // ... and only for a histogram of at least kExchangeAutoMinElements elements: zeroing and flushing every cluster's
 // bins costs ~40 us a call. bench_plan.py --small (RESULTS.md "Plan thresholds, small calls", H100 80GB HBM3,
 // 2026-11-24), us of device time per call (CUDA-graph replay), int32, exchange / the tier the plan took before it:
