@@ -112,11 +112,9 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
     args.mode = BinMode::kRange;
     args.lo = *min;
     args.hi = *max;
-  } else if (is_floating(args.input_type)) {
-    args.mode = BinMode::kRange;
-    args.data_range = true;
   } else {
-    args.mode = BinMode::kIndex;
+    args.mode = mode_without_range(args.input_type);
+    args.data_range = args.mode == BinMode::kRange;
   }
 
   if (weight.has_value()) {

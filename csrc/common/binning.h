@@ -158,6 +158,18 @@ DSMHIST_HD void decode_data_range(const unsigned long long* keys, double* lo, do
 // Binning
 // ---------------------------------------------------------------------------------------------------------------
 
+// Whether integer `value` is a bin index, 0 <= value < bins, in one unsigned compare (a negative value wraps above
+// every bin count). `narrow_bins` = min(bins, 2^31): the bound for an input of at most 32 bits.
+template <typename T>
+DSMHIST_HD bool is_bin_index(T value, uint32_t narrow_bins, int64_t bins) {
+  static_assert(std::is_integral<T>::value, "by value: integer input");
+  if constexpr (sizeof(T) <= 4) {
+    return static_cast<uint32_t>(static_cast<int32_t>(value)) < narrow_bins;
+  } else {
+    return static_cast<uint64_t>(static_cast<int64_t>(value)) < static_cast<uint64_t>(bins);
+  }
+}
+
 // Maps a value to its bin, or -1 when it is dropped. One instance per thread, built from the params.
 //
 // Range mode computes torch.histc's (x - lo) * bins / (hi - lo) in compute_t<T>. Where (hi - lo) * bins overflows
@@ -202,12 +214,7 @@ struct Binner {
     if constexpr (std::is_integral<T>::value) {
       if (mode == BinMode::kIndex) {
         const int64_t v = static_cast<int64_t>(value);
-        // One unsigned compare tests 0 <= v < bins (negative values wrap above every bin count).
-        if constexpr (sizeof(T) <= 4) {
-          if (static_cast<uint32_t>(static_cast<int32_t>(value)) < narrow_bins) return v;
-        } else {
-          if (static_cast<uint64_t>(v) < static_cast<uint64_t>(bins)) return v;
-        }
+        if (is_bin_index(value, narrow_bins, bins)) return v;
         if (!clamp) return -1;
         return v < 0 ? 0 : bins - 1;
       }

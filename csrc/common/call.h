@@ -15,6 +15,9 @@ enum class OutputType : int32_t { kInt32, kInt64, kFloat32, kFloat64 };
 // kIndex: integer input, bin = value (torch.bincount). kRange: equal-width bins over [lo, hi] (torch.histc).
 enum class BinMode : int32_t { kIndex, kRange };
 
+// How a call given no range bins (the op's rule): integer input by value, floating input over its data's range.
+inline BinMode mode_without_range(InputType type) { return is_floating(type) ? BinMode::kRange : BinMode::kIndex; }
+
 // What a block accumulates in shared memory: 32-bit counts, float / double weight sums, or the two passes of the
 // deterministic weighted sum: the largest weight exponent per bin (kExponent), then 64-bit fixed-point sums
 // scaled by that exponent (kFixed). See DeterministicScratch.

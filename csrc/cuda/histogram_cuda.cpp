@@ -128,8 +128,7 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   call.row_length = row_length;
   call.bins = bins;
   call.output_row_stride = batched ? bins : 0;
-  // The call reported is one without a range: integer input binned by value, floating input over its data's range.
-  call.mode = at::isIntegralType(input_dtype, /*includeBool=*/false) ? BinMode::kIndex : BinMode::kRange;
+  call.mode = mode_without_range(call.input_type);  // the call reported is one without a range
   const PlanRequest request =
       make_request(static_cast<int>(device), bins, call.input_type,
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),

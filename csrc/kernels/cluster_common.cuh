@@ -46,31 +46,17 @@ __device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_gro
 // resident.
 inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, HistogramPlan* plan, cudaError_t* cuda_error) {
   const PlanRequest& request = ctx.request;
-  const void* kernel = ctx.kernels.tier_kernel(tier);
   const int64_t acc_bytes = accumulator_bytes(request.acc);
-  const int first = request.forced_cluster_size > 0 ? request.forced_cluster_size : 2;
-  const int last = request.forced_cluster_size > 0 ? request.forced_cluster_size : kMaxClusterSize;
-  const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
-  bool fitted = false;
-  for (int size = first; size <= last; ++size) {
-    const int64_t per_block = ceil_div(request.bins, size);
-    const int64_t bytes = per_block * acc_bytes;
-    if (bytes > ctx.caps.shared_optin) continue;
-    fitted = true;
-    if (size > launchable) continue;
-    int resident = 0;
-    *cuda_error = max_active_clusters(kernel, request.device, ctx.caps, size, kBlockThreads, bytes, &resident);
-    if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
-    if (resident < 1) continue;
-    plan->tier = tier;
-    plan->cluster_size = size;
-    plan->threads = kBlockThreads;
-    plan->bins_per_block = per_block;
-    plan->shared_bytes = bytes;
-    return PlanStatus::kOk;
+  int sizes[kMaxClusterSize];
+  int count = 0;
+  if (request.forced_cluster_size > 0) {
+    sizes[count++] = request.forced_cluster_size;
+  } else {
+    for (int size = 2; size <= kMaxClusterSize; ++size) sizes[count++] = size;
   }
-  if (!fitted) return PlanStatus::kClusterTooSmall;
-  return request.forced_cluster_size > 0 ? PlanStatus::kClusterSizeUnsupported : PlanStatus::kClusterTooSmall;
+  return fit_first_cluster_size(
+      ctx, tier, sizes, count, kBlockThreads, INT64_MAX,
+      [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; }, plan, cuda_error);
 }
 
 // A worker is a cluster. `readers`: how many blocks of a cluster split an item's elements (all of them in tier

@@ -213,21 +213,14 @@ struct BinnerKeys {
   }
 };
 
-// The same for integer input binned by value without clamping: one unsigned compare (a negative value wraps above
-// every bin count), with no 64-bit bin and no clamp to select.
+// The same for integer input binned by value without clamping: the binner's one unsigned compare (is_bin_index),
+// with no 64-bit bin and no clamp to select.
 template <typename T>
 struct ValueKeys {
-  static_assert(std::is_integral<T>::value, "by value: integer input");
   uint32_t bins;  // below 2^20 (kKeyBits)
   __device__ explicit ValueKeys(const HistogramParams& p) : bins(static_cast<uint32_t>(p.bins)) {}
   __device__ __forceinline__ uint32_t operator()(T value) const {
-    if constexpr (sizeof(T) <= 4) {
-      const uint32_t v = static_cast<uint32_t>(static_cast<int32_t>(value));
-      return v < bins ? v : kNoKey;
-    } else {
-      const uint64_t v = static_cast<uint64_t>(value);
-      return v < bins ? static_cast<uint32_t>(v) : kNoKey;
-    }
+    return is_bin_index(value, bins, bins) ? static_cast<uint32_t>(value) : kNoKey;
   }
 };
 

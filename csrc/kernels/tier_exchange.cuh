@@ -193,13 +193,17 @@ inline detail::exchange::Layout layout_for(InputType type) {
   return detail::exchange::Layout(static_cast<int>(input_bytes(type)));
 }
 
-// The planner's rule (measured: tuning.h): counts of integer input binned by value (the kernels of the by-value
-// bodies exist), kExchangeAutoMinBins to kExchangeAutoMaxBins bins, at least kExchangeAutoMinElements elements a
-// histogram.
+// Whether a call binned by `mode` can take the by-value bodies: integer input binned by value (their kernels exist
+// only for integer input and counts).
+inline bool by_value(BinMode mode, const TierContext& ctx) {
+  return mode == BinMode::kIndex && ctx.kernels.tier_kernel(Tier::kExchange, kByValue) != nullptr;
+}
+
+// The planner's rule (measured: tuning.h): counts of integer input binned by value, kExchangeAutoMinBins to
+// kExchangeAutoMaxBins bins, at least kExchangeAutoMinElements elements a histogram.
 inline bool planner_takes(const TierContext& ctx) {
   const PlanRequest& request = ctx.request;
-  return request.mode == BinMode::kIndex && ctx.kernels.tier_kernel(Tier::kExchange, kByValue) != nullptr &&
-         request.bins >= kExchangeAutoMinBins && request.bins <= kExchangeAutoMaxBins &&
+  return by_value(request.mode, ctx) && request.bins >= kExchangeAutoMinBins && request.bins <= kExchangeAutoMaxBins &&
          request.elements_per_histogram >= kExchangeAutoMinElements;
 }
 
@@ -220,34 +224,14 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
     for (int size = 1; size <= kMaxClusterSize; ++size) sizes[count++] = size;
   }
   const detail::exchange::Layout layout = layout_for(request.input_type);
-  const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
-  bool fitted = false;
-  for (int k = 0; k < count; ++k) {
-    const int size = sizes[k];
-    const int64_t block_bins = ceil_div(request.bins, size);
-    const int64_t bytes = layout.shared_bytes(block_bins);
-    if (block_bins > detail::exchange::kMaxBlockBins || bytes > ctx.caps.shared_optin) continue;
-    fitted = true;
-    if (size > launchable) continue;
-    int resident = 0;
-    *cuda_error = max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange), request.device, ctx.caps, size,
-                                      kExchangeThreads, bytes, &resident);
-    if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
-    if (resident < 1) continue;
-    plan->tier = Tier::kExchange;
-    plan->cluster_size = size;
-    plan->threads = kExchangeThreads;
-    plan->bins_per_block = block_bins;
-    plan->shared_bytes = bytes;
-    return PlanStatus::kOk;
-  }
-  if (!fitted) return PlanStatus::kClusterTooSmall;
-  return request.forced_cluster_size > 0 ? PlanStatus::kClusterSizeUnsupported : PlanStatus::kClusterTooSmall;
+  return fit_first_cluster_size(
+      ctx, Tier::kExchange, sizes, count, kExchangeThreads, detail::exchange::kMaxBlockBins,
+      [&layout](int64_t block_bins) { return layout.shared_bytes(block_bins); }, plan, cuda_error);
 }
 
 // The most specialised body that runs the call (its kernel exists for integer input counted by value).
 inline int body_for(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan) {
-  if (p.mode != BinMode::kIndex || ctx.kernels.tier_kernel(Tier::kExchange, kByValue) == nullptr) return kAnyInput;
+  if (!by_value(p.mode, ctx)) return kAnyInput;
   if (p.inner_input_stride != 1 || p.clamp) return kByValue;
   if (plan.cluster_size == kExchangeSmallCluster) return kDenseByValueSmall;
   if (plan.cluster_size == kMaxClusterSize) return kDenseByValueLarge;

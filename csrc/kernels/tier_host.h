@@ -67,6 +67,40 @@ inline bool cluster_code_of(const KernelSet& kernels, int device, const DeviceCa
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The cluster tiers' search: the first of `sizes` (cluster sizes, in the order the tier prefers them) whose blocks
+// hold ceil(bins / size) bins, at most `max_block_bins`, in `block_bytes(block_bins)` bytes of opt-in shared memory,
+// that the launch may use (max_cluster_size) and that can be resident; `plan` gets that size. Otherwise why none
+// did: no size holds the bins (kClusterTooSmall), or the forced size cannot run (kClusterSizeUnsupported).
+template <typename BlockBytes>
+inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, const int* sizes, int count, int threads,
+                                         int64_t max_block_bins, BlockBytes block_bytes, HistogramPlan* plan,
+                                         cudaError_t* cuda_error) {
+  const PlanRequest& request = ctx.request;
+  const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
+  bool fitted = false;
+  for (int k = 0; k < count; ++k) {
+    const int size = sizes[k];
+    const int64_t block_bins = ceil_div(request.bins, size);
+    const int64_t bytes = block_bytes(block_bins);
+    if (block_bins > max_block_bins || bytes > ctx.caps.shared_optin) continue;
+    fitted = true;
+    if (size > launchable) continue;
+    int resident = 0;
+    *cuda_error = max_active_clusters(ctx.kernels.tier_kernel(tier), request.device, ctx.caps, size, threads, bytes,
+                                      &resident);
+    if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
+    if (resident < 1) continue;
+    plan->tier = tier;
+    plan->cluster_size = size;
+    plan->threads = threads;
+    plan->bins_per_block = block_bins;
+    plan->shared_bytes = bytes;
+    return PlanStatus::kOk;
+  }
+  if (!fitted) return PlanStatus::kClusterTooSmall;
+  return request.forced_cluster_size > 0 ? PlanStatus::kClusterSizeUnsupported : PlanStatus::kClusterTooSmall;
+}
+
 inline int64_t ceil_pow2(int64_t x) {
   int64_t p = 1;
   while (p < x) p *= 2;
