@@ -73,10 +73,10 @@ constexpr int kMaxClusterSize = 16;
 
 // Tier "exchange" (tier_exchange.cuh): the bins are owned interleaved by the blocks of a cluster, and each round every
 // block ranks its tile of values by owner, stages their local bins in shared memory, and counts its own group from
-// every block's staging through DSMEM. Measured first as benchmarks/exchange_probe.cu (benchmarks/NOTES.md "DSMEM
-// exchange probe"; H100 80GB HBM3, 2^28 int32, median ms, uniform / one hot, per step): 8 values a thread with every
-// warp's barrier release 1.27 / 0.905 at 262144 bins (16 blocks); one fence a block 1.13 / 0.806; 16 values a thread
-// 0.933 / 0.636. 24 values a thread spill. 8-byte inputs take 8 values a thread: the same 64 bytes of registers.
+// every block's staging through DSMEM. Measured first as a probe outside the op (benchmarks/NOTES.md "DSMEM
+// exchange probe", retired since; H100 80GB HBM3, 2^28 int32, median ms, uniform / one hot, per step): 8 values a
+// thread with every warp's barrier release 1.27 / 0.905 at 262144 bins (16 blocks); one fence a block 1.13 / 0.806;
+// 16 values a thread 0.933 / 0.636. 24 values a thread spill. 8-byte inputs take 8 values a thread: the same 64 bytes of registers.
 constexpr int kExchangeThreads = 1024;
 constexpr int kExchangeTileBytes = 64;  // per thread a round: 16 values of up to 4 bytes, 8 of 8 bytes
 constexpr int kExchangeMaxValuesPerThread = 16;
