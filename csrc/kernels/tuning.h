@@ -76,7 +76,8 @@ constexpr int kMaxClusterSize = 16;
 // every block's staging through DSMEM. Measured first as a probe outside the op (benchmarks/NOTES.md "DSMEM
 // exchange probe", retired since; H100 80GB HBM3, 2^28 int32, median ms, uniform / one hot, per step): 8 values a
 // thread with every warp's barrier release 1.27 / 0.905 at 262144 bins (16 blocks); one fence a block 1.13 / 0.806;
-// 16 values a thread 0.933 / 0.636. 24 values a thread spill. 8-byte inputs take 8 values a thread: the same 64 bytes of registers.
+// 16 values a thread 0.933 / 0.636. 24 values a thread spill. 8-byte inputs take 8 values a thread: the same 64
+// bytes of registers.
 constexpr int kExchangeThreads = 1024;
 constexpr int kExchangeTileBytes = 64;  // per thread a round: 16 values of up to 4 bytes, 8 of 8 bytes
 constexpr int kExchangeMaxValuesPerThread = 16;
