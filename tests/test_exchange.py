@@ -35,7 +35,7 @@ def exchange(size=None):
     return torch_dsmhist.force_tier("exchange", size)
 
 
-@pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])  # clamped calls take the by-value kernel of any size
+@pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])  # dense kernels of their own at 8 and 16 blocks
 @pytest.mark.parametrize("size", [None, 1, 5, 8, 16])
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
 def test_counts_every_distribution_and_cluster_size(size, distribution, out_of_range, gen):
@@ -46,6 +46,28 @@ def test_counts_every_distribution_and_cluster_size(size, distribution, out_of_r
         with exchange(size):
             got = torch_dsmhist.histogram(x, bins, out_of_range=out_of_range)
         assert torch.equal(got.cpu(), reference_histogram(x, bins, out_of_range=out_of_range)), (bins, size)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("size", [None, 8, 16])
+def test_clamped_dense_values_at_the_dtype_limits(dtype, size, gen):
+    """Dense input clamped into the bins takes its own kernels at 8 and 16 blocks: the dtype's extremes, values just
+    outside the bins, and (8-byte input) values whose low 32 bits are a bin, all land in the first or last bin."""
+    info = torch.iinfo(dtype)
+    bins = 200 if info.bits == 8 else 100003
+    extremes = [info.min, info.min + 1, -1, bins, bins + 1, info.max - 1, info.max]
+    if info.bits == 64:
+        extremes += [-(1 << 32), (1 << 32) + 5, (1 << 31) + 5, -(1 << 31) - 5]
+    n = 3 * TILE * 16 + 12345
+    x = make_index_values(n, bins, dtype, "uniform", gen)
+    picks = torch.randint(0, n, (n // 7,), generator=gen)
+    pool = torch.tensor([e for e in extremes if info.min <= e <= info.max], dtype=dtype)
+    x[picks] = pool[torch.randint(0, len(pool), (len(picks),), generator=gen)]
+    x = x.cuda()
+    for view in (x, x[5:]):  # aligned and not
+        with exchange(size):
+            got = torch_dsmhist.histogram(view, bins, out_of_range="clamp")
+        assert torch.equal(got.cpu(), reference_histogram(view, bins, out_of_range="clamp")), (dtype, size)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
@@ -156,9 +178,9 @@ def test_planner_takes_it_for_counts_by_value_in_its_window():
 
 
 def test_planned_calls_are_right(gen):
-    """Calls the planner gives the exchange, in the kernels each takes: dense input at 8 and 16 blocks (the dense
-    by-value kernels), misaligned, strided and clamped input (the by-value kernel), int64 and int16, and a batched
-    call; an integer call with a range is planned elsewhere and right too."""
+    """Calls the planner gives the exchange, in the kernels each takes: dense input at 8 and 16 blocks, aligned or
+    not, dropping or clamping values out of range (the dense kernels), strided input (the by-value kernel), int64 and
+    int16, and a batched call; an integer call with a range is planned elsewhere and right too."""
     n = AUTO_MIN_ELEMENTS + 4099
     for bins in (AUTO_MIN_BINS, 131073, AUTO_MAX_BINS):
         for distribution in DISTRIBUTIONS:

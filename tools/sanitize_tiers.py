@@ -48,6 +48,7 @@ def cases(gen: torch.Generator):
         one = [
             ("int32 contiguous+offset", x[3:], {}),
             ("int32 strided", x[:10000].reshape(100, 100)[:, 1::3], {}),
+            ("int32 clamp", x[1:], dict(out_of_range="clamp")),
             ("fp16 data range", f, {}),
         ]
         if sums:

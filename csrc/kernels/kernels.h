@@ -15,7 +15,7 @@
 namespace dsmhist {
 
 // The most kernels one tier has: its kernel and the bodies its unit specialises (TierKernelVariants, tier_host.h).
-constexpr int kMaxTierKernels = 4;
+constexpr int kMaxTierKernels = 6;
 
 // Addresses of the kernels instantiated for one input type and accumulator: per tier (indexed by tier_index) its
 // kernel and any specialised variants (null where the unit has none for this type), the range pass and the

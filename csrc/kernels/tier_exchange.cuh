@@ -143,10 +143,17 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
 
 // The kernel's bodies, each its own kernel (together in one kernel they spilled: 828 bytes for int32, against none
 // for a dense by-value body and 12-16 bytes for the others alone, ptxas): any input (variant 0), integer input binned
-// by value (1), and that with dense rows, no clamping and the two automatic cluster sizes (2, 3), where a key is one
-// compare, the owner of a bin a mask and its local index a shift.
-enum Body : int { kAnyInput = 0, kByValue = 1, kDenseByValueSmall = 2, kDenseByValueLarge = 3 };
-static_assert(kDenseByValueLarge < kMaxTierKernels, "every body has a slot in the kernel set");
+// by value (1), and that with dense rows at the two automatic cluster sizes, values out of range dropped (2, 3) or
+// clamped (4, 5), where a key is one compare (two to clamp), the owner of a bin a mask and its local index a shift.
+enum Body : int {
+  kAnyInput = 0,
+  kByValue = 1,
+  kDenseByValueSmall = 2,
+  kDenseByValueLarge = 3,
+  kDenseClampedSmall = 4,
+  kDenseClampedLarge = 5
+};
+static_assert(kDenseClampedLarge < kMaxTierKernels, "every body has a slot in the kernel set");
 
 template <typename T, typename Policy, int kBody = kAnyInput>
 __global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p) {
@@ -160,6 +167,12 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramPar
     }
     if constexpr (kBody == kDenseByValueLarge) {
       count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kMaxClusterSize>, true>(p);
+    }
+    if constexpr (kBody == kDenseClampedSmall) {
+      count_by_exchange<T, ex::ValueKeys<T, true>, ex::FixedOwners<kExchangeSmallCluster>, true>(p);
+    }
+    if constexpr (kBody == kDenseClampedLarge) {
+      count_by_exchange<T, ex::ValueKeys<T, true>, ex::FixedOwners<kMaxClusterSize>, true>(p);
     }
   }
 #endif
@@ -181,6 +194,8 @@ struct TierKernelVariants<Tier::kExchange, T, Policy> {
       variants[exchange_tier::kByValue] = body<exchange_tier::kByValue>();
       variants[exchange_tier::kDenseByValueSmall] = body<exchange_tier::kDenseByValueSmall>();
       variants[exchange_tier::kDenseByValueLarge] = body<exchange_tier::kDenseByValueLarge>();
+      variants[exchange_tier::kDenseClampedSmall] = body<exchange_tier::kDenseClampedSmall>();
+      variants[exchange_tier::kDenseClampedLarge] = body<exchange_tier::kDenseClampedLarge>();
     }
   }
 };
@@ -232,9 +247,9 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
 // The most specialised body that runs the call (its kernel exists for integer input counted by value).
 inline int body_for(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan) {
   if (!by_value(p.mode, ctx)) return kAnyInput;
-  if (p.inner_input_stride != 1 || p.clamp) return kByValue;
-  if (plan.cluster_size == kExchangeSmallCluster) return kDenseByValueSmall;
-  if (plan.cluster_size == kMaxClusterSize) return kDenseByValueLarge;
+  if (p.inner_input_stride != 1) return kByValue;
+  if (plan.cluster_size == kExchangeSmallCluster) return p.clamp ? kDenseClampedSmall : kDenseByValueSmall;
+  if (plan.cluster_size == kMaxClusterSize) return p.clamp ? kDenseClampedLarge : kDenseByValueLarge;
   return kByValue;
 }
 
