@@ -170,19 +170,25 @@ struct PrefetchCursor {
 };
 static_assert(sizeof(PrefetchCursor) <= 32, "Layout reserves 32 bytes for the prefetch cursor");
 
-// Aims the cursor at tile `tile_index` of group `group`, stepping `step_tiles` tiles a round. Only a group of one
-// row, with at most one row dim, is prefetched: its tiles are one contiguous span, and its start needs no division
-// (the registers of the general row walk would spill the round's).
+// A pass's first prefetched round: rounds 0 and 1 are loaded before its loop, and round r prefetches round
+// r + kFirstPrefetchedRound.
+constexpr int64_t kFirstPrefetchedRound = 2 + kExchangePrefetchRounds;
+
+// Aims the cursor at this block's tile of round kFirstPrefetchedRound of the pass starting at round `pass_start` of
+// group `group` (its tile of round r: (pass_start + r) * gridDim.x + blockIdx.x), stepping a round at a time. Only a
+// group of one row, with at most one row dim, is prefetched: its tiles are one contiguous span, and its start needs
+// no division (the registers of the general row walk would spill the round's).
 template <typename T>
 __device__ __forceinline__ void aim_prefetch(const HistogramParams& p, const Work& w, int64_t group,
-                                             int64_t tile_index, int64_t step_tiles, volatile PrefetchCursor* c) {
+                                             int64_t pass_start, volatile PrefetchCursor* c) {
   constexpr uintptr_t kTileBytes = uintptr_t(Tile<T>::kTile) * sizeof(T);
+  const int64_t tile_index = (pass_start + kFirstPrefetchedRound) * gridDim.x + blockIdx.x;
   const bool prefetched = w.rows_per_group == 1 && p.layout.ndim <= 1;
   const int64_t row_input = p.layout.ndim == 1 ? group * p.layout.input_strides[0] : 0;
   const uintptr_t row = reinterpret_cast<uintptr_t>(static_cast<const T*>(p.input) + row_input);
   // Tile t starts at the vector boundary at or before the row's start (load_tile's lead), plus t tiles.
   c->next = (row & ~uintptr_t(15)) + uintptr_t(tile_index) * kTileBytes;
-  c->step = uintptr_t(step_tiles) * kTileBytes;
+  c->step = uintptr_t(gridDim.x) * kTileBytes;
   c->end = prefetched ? (row + uintptr_t(p.row_length) * sizeof(T)) & ~uintptr_t(15) : 0;
 }
 

@@ -47,11 +47,9 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
   ex::Work& work = *reinterpret_cast<ex::Work*>(shared + layout.work_offset);
   uint32_t* bins = reinterpret_cast<uint32_t*>(shared + layout.bins_offset);
   volatile ex::PrefetchCursor* cursor = reinterpret_cast<volatile ex::PrefetchCursor*>(shared + layout.cursor_offset);
-  // A pass's first prefetch is of round 2 + kExchangePrefetchRounds (rounds 0 and 1 are loaded before its loop).
-  constexpr int64_t kFirstPrefetched = 2 + kExchangePrefetchRounds;
   if (threadIdx.x == 0) {
     work = ex::Work(p, layout, blocks, gridDim.x);
-    if constexpr (kDense) ex::aim_prefetch<T>(p, work, 0, blockIdx.x + kFirstPrefetched * gridDim.x, gridDim.x, cursor);
+    if constexpr (kDense) ex::aim_prefetch<T>(p, work, 0, 0, cursor);
   }
   for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) bins[i] = 0;
   for (int i = threadIdx.x; i < 2 * ex::kWarps * ex::kRowStride; i += kExchangeThreads) rank_counters[i] = 0;
@@ -91,7 +89,7 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
         ex::cluster_arrive_relaxed();  // with thread 0's fence: this block's round is visible to the cluster
 
         if constexpr (kDense) {
-          if (threadIdx.x == 0 && round + kFirstPrefetched < rounds) ex::prefetch_next<T>(cursor);
+          if (threadIdx.x == 0 && round + ex::kFirstPrefetchedRound < rounds) ex::prefetch_next<T>(cursor);
         }
         if (round + 1 < rounds) {  // while the cluster gathers: rank the next round, load the one after
           ex::rank_tile<T>(tile, keys, owners,
@@ -128,10 +126,8 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
       if (next_in_group || group + 1 < work.groups) {
         if constexpr (kDense) {
           if (threadIdx.x == 0) {
-            const int64_t next_group = next_in_group ? group : group + 1;
-            const int64_t next_start = next_in_group ? pass_start + work.rounds_per_pass : 0;
-            ex::aim_prefetch<T>(p, work, next_group, (next_start + kFirstPrefetched) * gridDim.x + blockIdx.x,
-                                gridDim.x, cursor);
+            ex::aim_prefetch<T>(p, work, next_in_group ? group : group + 1,
+                                next_in_group ? pass_start + work.rounds_per_pass : 0, cursor);
           }
         }
         cluster.sync();  // every block's bins are re-zeroed before the next pass adds into them
