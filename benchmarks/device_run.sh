@@ -5,8 +5,8 @@
 #   bash benchmarks/device_run.sh [main|ptx|all|dist|suite|perf|edges]     (default: all)
 #
 # main: sm_80/sm_90 build, tests (DSMHIST_EXPECT_CLUSTER=1 on sm_90, slow ones included), the fuzz suite's device
-#       profile, sanitizers (tools/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, then batched;
-#       SKIP_BENCH=1 skips them).
+#       profile, sanitizers (tools/run_sanitizers.py; SKIP_SANITIZERS=1 skips them), benchmarks (tiers, batched, then
+#       range binning; SKIP_BENCH=1 skips them).
 # ptx:  8.0+PTX build, tests (DSMHIST_EXPECT_CLUSTER=0: the cluster tier must be unavailable).
 # dist: (a 2-GPU machine) sm_90 build, the distributed tests (NCCL and gloo+NCCL), the 2-GPU parts of the other
 #       tests, the scale-out benchmark under torchrun, then the rest of the suite (not slow).
@@ -71,6 +71,7 @@ if [[ $stage == main || $stage == all ]]; then
     else
       run "benchmark" bench.log python benchmarks/bench_tiers.py --out-dir "$OUT" ${BENCH_ARGS:-}
       run "batched benchmark" bench.log python benchmarks/bench_batched.py --out-dir "$OUT"
+      run "range benchmark" bench.log python benchmarks/bench_range.py --out-dir "$OUT"
     fi
   fi
 fi

@@ -101,6 +101,35 @@ def test_values_on_bin_edges(device):
     check_equal(out, reference_histogram(x, 10, 0.0, 1.0))
 
 
+# Ranges whose spans run from 2^-110 to past 2^100: the device bins by a multiply and one correction where the span
+# lies in [2^-100, 2^100] (binning.h, Binner::quotient) and divides outside it; the widest take the 2^-64 scale.
+EDGE_RANGES = {
+    torch.float32: [(0.0, 2.0**-110), (0.0, 2.0**-100), (-3.0, 7.1), (0.1, 0.3), (1e-3, 1.0003e-3), (-1e25, 5e27),
+                    (0.0, 2.0**100), (0.0, 2.0**101), (-3e38, 3e38)],
+    torch.float64: [(0.0, 2.0**-500), (0.0, 2.0**-100), (-3.0, 7.1), (0.1, 0.3), (1e-3, 1.0000000003e-3),
+                    (-1e200, 5e202), (0.0, 2.0**100), (0.0, 2.0**500), (-1e308, 1e308)],
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bins", [7, 1000, 65536])
+def test_values_next_to_every_edge_over_any_span(device, dtype, bins, gen):
+    # Where a value's bin is decided by the last bit of (x - lo) * bins / (hi - lo): every edge, its neighbours and
+    # random values, against the reference's true division, bit for bit.
+    for lo, hi in EDGE_RANGES[dtype]:
+        # lo * (1 - u) + hi * u: no hi - lo, which overflows for the widest ranges.
+        u = torch.cat([torch.arange(bins + 1, dtype=torch.float64) / bins,
+                       torch.rand(3001, generator=gen, dtype=torch.float64)])
+        points = (lo * (1 - u) + hi * u).to(dtype)
+        inf = torch.tensor(math.inf, dtype=dtype)
+        x = torch.cat([points, torch.nextafter(points, inf), torch.nextafter(points, -inf)])
+        assert bool(torch.isfinite(x).all())
+        out = torch_dsmhist.histogram(x.to(device), bins, lo, hi)
+        expected = reference_histogram(x, bins, lo, hi)
+        assert torch.equal(out.cpu(), expected), (lo, hi, int((out.cpu() != expected).sum()))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("n", SIZES)

@@ -42,10 +42,11 @@ __device__ __forceinline__ ItemSpan<T> item_span(const InputDescription& in, int
 }
 
 // Calls visit(value, weight_offset) for every element of the row of `span` that thread `rank` of `count` threads
-// owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element).
+// owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element), a batch of
+// kVectorsInFlight at a time; with `prefetch`, L2 is asked for the next batch while this one is binned.
 template <typename T, typename Visit>
 __device__ __forceinline__ void for_each_element(const InputDescription& p, const ItemSpan<T>& span, int64_t rank,
-                                                 int64_t count, Visit&& visit) {
+                                                 int64_t count, bool prefetch, Visit&& visit) {
   const T* __restrict__ input = span.input;
   const int64_t n = p.row_length;
   if (!p.unit_stride()) {
@@ -77,6 +78,13 @@ __device__ __forceinline__ void for_each_element(const InputDescription& p, cons
     for (int k = 0; k < kVectorsInFlight; ++k) {
       const int64_t v = base + k * count;
       if (v < vectors) batch[k].raw = __ldg(body + v);
+    }
+    if (prefetch) {  // while this batch is binned, L2 fetches the next: its loads then wait on L2, not on HBM
+#pragma unroll
+      for (int k = 0; k < kVectorsInFlight; ++k) {
+        const int64_t v = base + (kVectorsInFlight + k) * count;
+        if (v < vectors) asm volatile("prefetch.global.L2 [%0];" ::"l"(body + v));
+      }
     }
 #pragma unroll
     for (int k = 0; k < kVectorsInFlight; ++k) {
@@ -123,11 +131,18 @@ __device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Po
 // Visits the elements of a worker's items (a worker: a block, or a cluster, of `worker_threads` threads, this one
 // being `worker_rank`); calls flush(row) before moving to an item of another output row (or to any other item, with
 // p.flush_each_item) and once at the end, with the barriers that flushing needs around it.
+// Whether a traversal of the call prefetches (tuning.h, kPrefetchWhenBinningByRange): each value binned by range
+// as it is read. Byte tallies bin at the flush, not per value.
+__device__ __forceinline__ bool prefetches_next_batch(const HistogramParams& p) {
+  return kPrefetchWhenBinningByRange && p.mode == BinMode::kRange && !p.tally_byte_values;
+}
+
 template <typename T, typename Visit, typename Barrier, typename Flush>
 __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
                                               int64_t worker_rank, int64_t worker_threads, Visit&& visit,
                                               Barrier&& barrier, Flush&& flush) {
   const int64_t items = p.rows * p.segments_per_row;
+  const bool prefetch = prefetches_next_batch(p);
   int64_t current_row = -1;
   for (int64_t item = first_item; item < items; item += item_stride) {
     ItemSpan<T> span = item_span<T>(p, item);
@@ -139,7 +154,7 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
     }
     current_row = span.output_row;
     for_each_element(p, span, span.segment * worker_threads + worker_rank, p.segments_per_row * worker_threads,
-                     [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
+                     prefetch, [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
   }
   if (current_row >= 0) {
     barrier();  // every add must land before the final flush
@@ -157,7 +172,7 @@ __device__ __forceinline__ void for_each_input_element(const InputDescription& i
   for (int64_t item = first_item; item < items; item += item_stride) {
     const ItemSpan<T> span = item_span<T>(in, item);
     for_each_element(in, span, span.segment * worker_threads + worker_rank, in.segments_per_row * worker_threads,
-                     visit);
+                     /*prefetch=*/false, visit);
   }
 }
 

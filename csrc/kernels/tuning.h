@@ -228,5 +228,13 @@ constexpr int64_t kMaxCountsPerFlush = int64_t(UINT32_MAX);
 
 // How many 16-byte vectors a thread loads before it bins any of them, so several loads are in flight.
 constexpr int kVectorsInFlight = 4;
+// Traversals that bin each value by range as they read it ask L2 for their next batch of vectors while binning this
+// one (one prefetch.global.L2 a vector): the range arithmetic takes long enough that the next loads would wait on HBM.
+// Binning by value, the extra L2 requests cost more than they save. H100 80GB HBM3, 2026-11-24, 2^28 uniform values
+// (uint8: 2^30), median ms with / without (benchmarks/NOTES.md, "Range binning without a division"): by range,
+// float32 256 bins 0.377 / 0.406, 4096 0.380 / 0.416, 65536 0.780 / 0.789; float16 256 0.368 / 0.372; float32 with
+// the data's range, 256 bins 0.779 / 0.799; int32 256 bins over [0, 1000) 0.435 / 0.464. By value: int32 256 bins
+// 0.388 / 0.374, 4096 0.396 / 0.375; int64 256 0.763 / 0.720; uint8 256 0.402 / 0.384.
+constexpr bool kPrefetchWhenBinningByRange = true;
 
 }  // namespace dsmhist

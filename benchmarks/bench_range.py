@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""GPU benchmark of binning by range (floating input, or integer input given min and max) against CUB's
+DeviceHistogram::HistogramEven and torch.histc, beside the same counts binned by value.
+
+Cases: 2^28 values (float64: 2^27, the same bytes) over a range, uniform; float32 and int32 at 256, 4096 and 65536
+bins hold integer values in [0, bins) (so CUB's and torch.histc's bins are known exactly), float16, float64 and the
+data's own range at 256 bins. Each torch_dsmhist result is checked against torch.bincount of the integer values, or
+against torch_dsmhist on the CPU where the values are not integers, before it is timed (a mismatch makes the script
+exit 1; CUB's too, marked FAIL). Median of CUDA-event timings after warm-up; the floor is the input's bytes at the
+measured copy bandwidth.
+
+Writes its section of benchmarks/RESULTS.md (between the range-binning markers, appended if absent).
+
+Usage: python benchmarks/bench_range.py [--out-dir DIR] [--no-cub]
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from benchlib import (
+    Cub,
+    copy_bandwidth,
+    fmt,
+    git_commit,
+    md_table,
+    median_event_ms,
+    today,
+    torch_dsmhist,
+    write_results_section,
+)
+
+SECTION = "range-binning"  # this script's section of RESULTS.md
+WARMUP, REPS = 3, 15
+N = 2**28
+
+# (label, dtype, bins, range): range None bins over the data's own min and max; integer dtypes bin by value when the
+# label says so.
+CASES: List[Tuple[str, torch.dtype, int, Optional[Tuple[float, float]]]] = [
+    ("float32, 256 bins over [0, 256)", torch.float32, 256, (0.0, 256.0)),
+    ("float32, 4096 bins over [0, 4096)", torch.float32, 4096, (0.0, 4096.0)),
+    ("float32, 65536 bins over [0, 65536)", torch.float32, 65536, (0.0, 65536.0)),
+    ("float16, 256 bins over [0, 256)", torch.float16, 256, (0.0, 256.0)),
+    ("float64 (2^27), 256 bins over [0, 256)", torch.float64, 256, (0.0, 256.0)),
+    ("float32, 256 bins over the data's range", torch.float32, 256, None),
+    ("int32, 256 bins over [0, 256)", torch.int32, 256, (0.0, 256.0)),
+    ("int32, 256 bins by value (no range)", torch.int32, 256, None),
+]
+
+
+def case_input(dtype: torch.dtype, bins: int, data_range: bool, gen: torch.Generator) -> torch.Tensor:
+    n = N // 2 if dtype == torch.float64 else N
+    if data_range:  # uniform floats: the range comes from the data
+        return torch.rand(n, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+    return torch.randint(0, bins, (n,), generator=gen, device="cuda", dtype=torch.int32).to(dtype)
+
+
+def run_case(dtype: torch.dtype, bins: int, rng: Optional[Tuple[float, float]], cub: Cub, copy_bw: float,
+             gen: torch.Generator) -> Dict[str, Optional[float]]:
+    data_range = rng is None and dtype.is_floating_point
+    x = case_input(dtype, bins, data_range, gen)
+    lo, hi = rng if rng is not None else (None, None)
+    ours: Callable[[], torch.Tensor] = lambda: torch_dsmhist.histogram(x, bins, lo, hi)
+    if data_range:  # checked against the CPU path on a slice (the binning rule is shared; the CPU divides)
+        part = x[: 2**22]
+        expected = torch_dsmhist.histogram(part.cpu(), bins)
+        got = torch_dsmhist.histogram(part, bins).cpu()
+    else:
+        expected = torch.bincount(x.long(), minlength=bins)
+        got = ours()
+    times: Dict[str, Optional[float]] = {"floor": x.numel() * x.element_size() / copy_bw * 1e3}
+    times["dsmhist"] = median_event_ms(ours, WARMUP, REPS) if torch.equal(got, expected) else None
+    if not data_range:  # timed, not checked: torch.histc's float32 arithmetic misplaces a few values at some bins
+        x_float = x if dtype.is_floating_point else x.float()
+        try:
+            times["torch.histc"] = median_event_ms(lambda: torch.histc(x_float, bins, 0, bins), WARMUP, REPS)
+        except RuntimeError:  # a dtype torch.histc does not take on this device: left out
+            pass
+    if cub.available() and dtype in (torch.float32, torch.int32) and not data_range:
+        call = cub.prepare(x, bins)
+        times["CUB HistogramEven"] = median_event_ms(call, WARMUP, REPS) if torch.equal(call().long(), expected) \
+            else None
+    return times
+
+
+def render(results: List[Tuple[str, Dict[str, Optional[float]]]], cub: Cub) -> str:
+    columns = ["dsmhist", "CUB HistogramEven", "torch.histc", "floor"]
+    rows = []
+    for label, times in results:
+        cells = [fmt(times[name]) if times.get(name) else ("**FAIL**" if name in times else "n/a") for name in columns]
+        best = min((times[name] for name in ("CUB HistogramEven", "torch.histc") if times.get(name)), default=None)
+        ratio = f"{best / times['dsmhist']:.2f}x" if best and times.get("dsmhist") else "n/a"
+        rows.append([label] + cells + [ratio])
+    lines = [
+        "# Binning by range (benchmarks/bench_range.py)",
+        "",
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {today()}, commit {git_commit()}. 2^28 uniform "
+        f"values (float64: 2^27), median ms of {REPS} CUDA-event timings after {WARMUP} warm-ups. CUB: {cub.source}. "
+        "floor: the input's bytes at the measured copy bandwidth (bytes read and written). Last column: the faster "
+        "of CUB and torch.histc over dsmhist.",
+        "",
+    ]
+    lines += md_table(["case"] + columns + ["best other / dsmhist"], rows)
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
+    parser.add_argument("--no-cub", action="store_true", help="leave CUB out")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_range needs a CUDA device")
+        return 2
+    cub = Cub(not args.no_cub)
+    copy_bw = copy_bandwidth(N * 4)
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    results = []
+    failed = False
+    for i, (label, dtype, bins, rng) in enumerate(CASES, 1):
+        times = run_case(dtype, bins, rng, cub, copy_bw, gen)
+        torch.cuda.empty_cache()
+        failed |= times["dsmhist"] is None
+        print(f"[{i}/{len(CASES)}] {label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()),
+              flush=True)
+        results.append((label, times))
+    section = render(results, cub)
+    write_results_section(SECTION, section, args.out_dir)
+    print(section)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
