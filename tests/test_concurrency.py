@@ -690,7 +690,7 @@ def test_every_op_runs_on_its_inputs_device(current, target, gen):
         assert torch.cuda.current_device() == current
     check_result(running, sum(reference_histogram(b, 4099) for b in batches), device, "histogram_add_ into a hist")
     check_result(out, reference_histogram(batches[0], 4099, dtype=torch.int32), device, "histogram(out=)")
-    assert p.device == device and p.tier in ("shared", "cluster", "global")
+    assert p.device == device and p.tier in ("shared", "cluster", "partition", "global")
     with torch.cuda.device(target):
         assert torch_dsmhist.plan(100003) == p  # the same plan as with that device current
 

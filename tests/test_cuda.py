@@ -81,15 +81,21 @@ def test_every_tier_range_mode_with_weights(tier, dtype, gen):
 def test_auto_plan_at_tier_boundaries(gen):
     capacity = shared_capacity()
     assert torch_dsmhist.plan(capacity).tier == "shared"
+    # Past one block: the cluster tier where it runs; without it, counts take tier partition and sums global.
     expected_above = "cluster" if cluster_available() else "global"
-    assert torch_dsmhist.plan(capacity + 1).tier == expected_above
+    counts_above = "cluster" if cluster_available() else "partition"
+    assert torch_dsmhist.plan(capacity + 1, dtype=torch.float32).tier == counts_above
     # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
     # input binned by a range (integer input binned by value takes tier exchange there: test_exchange.py).
-    assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).tier == expected_above
+    assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).tier == counts_above
     # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 4 blocks of an H100), weighted sums global.
     assert torch_dsmhist.plan(4 * capacity + 1, dtype=torch.float32).tier == (
-        "partition" if 4 * capacity >= 232448 else "global")
+        "partition" if 4 * capacity >= 232448 or not cluster_available() else "global")
     assert torch_dsmhist.plan(4 * capacity + 1, weight_dtype=torch.float32).tier == "global"
+    if not cluster_available():  # integer input by value too (no exchange), and only from 2^23 values
+        assert torch_dsmhist.plan(capacity + 1).tier == "partition"
+        assert torch_dsmhist.plan(capacity + 1, n=(1 << 23) - 1).tier == "global"
+        assert torch_dsmhist.plan(capacity + 1, n=1 << 23).tier == "partition"
     if cluster_available():
         assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).cluster_size == 4
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
@@ -123,7 +129,8 @@ def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
     """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins (integer input
     binned by value: past tier exchange's window, kExchangeAutoMaxBins), not weighted sums (global is faster on all 5
     distributions for them up to 4M bins: tuning.h); the planned call is right on adversarial data, weighted or not."""
-    assert torch_dsmhist.plan(232448, dtype=torch.float32).tier != "partition"
+    if cluster_available():  # without the cluster tiers the partition starts past tier shared (test above)
+        assert torch_dsmhist.plan(232448, dtype=torch.float32).tier != "partition"
     assert torch_dsmhist.plan(232449, dtype=torch.float32).tier == "partition"
     assert torch_dsmhist.plan(640001).tier == "partition"
     if not cluster_available():  # without the exchange the partition takes integer input from 232449 bins too
@@ -381,7 +388,8 @@ def test_plan_takes_global_for_few_elements_per_bin(gen):
              (1 << 20, (1 << 23) - 1, "global"), (1 << 20, 1 << 23, "partition")]
     for bins, n, tier in cases:
         assert torch_dsmhist.plan(bins, n=n).tier == tier, (bins, n)
-    assert torch_dsmhist.plan(65536).tier == cluster  # no call given: a large one
+    # No call given: a large one (without the cluster tiers, counts past tier shared take the partition).
+    assert torch_dsmhist.plan(65536).tier == ("cluster" if cluster_available() else "partition")
     # Batched: the elements of a row are what one histogram gets.
     assert torch_dsmhist.plan(65536, rows=64, row_length=32 * 65536 - 1).tier == "global"
     assert torch_dsmhist.plan(65536, rows=2, row_length=32 * 65536).tier == cluster

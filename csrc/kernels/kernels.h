@@ -73,7 +73,7 @@ enum class PlanStatus : int32_t {
   kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
   kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
   kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
-  kPartitionNotChosen,      // the planner takes tier "partition" only for counts past kPartitionAutoMinBins bins
+  kPartitionNotChosen,      // the planner takes tier "partition" only for counts past its auto_min_bins
   kFewElementsPerBin,       // the planner takes tier "global" for many bins with few elements each
   kExchangeCountsOnly,      // tier "exchange" adds counts, not weighted or deterministic sums
   kExchangeNotChosen        // the planner takes tier "exchange" only for counts by value in its window of bins

@@ -31,7 +31,8 @@ const char* plan_status_message(PlanStatus status) {
     case PlanStatus::kPartitionNotChosen:
       static_assert(kPartitionAutoMinBins == 232448 && kPartitionAutoMinElements == (int64_t(1) << 23),
                     "the message below states kPartitionAutoMinBins and kPartitionAutoMinElements");
-      return "the planner takes tier 'partition' only for counts past 232448 bins, 2^23 elements or more";
+      return "the planner takes tier 'partition' only for counts past 232448 bins (where the cluster tiers run; "
+             "else past tier 'shared'), 2^23 elements or more";
     case PlanStatus::kFewElementsPerBin:
       static_assert(kFewElementsPerBin == 32 && kFewElementsMinBins == 16384,
                     "the message below states kFewElementsPerBin and kFewElementsMinBins");

@@ -39,12 +39,17 @@ inline int chunk_shift_for(AccKind acc) {
 // The most bins per row the tier takes: a slice's bins, one chunk of misalignment included, fit kPartitionMaxChunks.
 inline int64_t max_bins(AccKind acc) { return (int64_t(kPartitionMaxChunks) - 1) << chunk_shift_for(acc); }
 
-// The planner takes it for counts past kPartitionAutoMinBins with kPartitionAutoMinElements elements or more a
-// histogram (measured: tuning.h); forced, for any call it holds.
+// The most bins the planner leaves to the tiers before it: kPartitionAutoMinBins where the cluster tiers run; without
+// them (a GPU before sm_90, or a binary without sm_90 code) none, so it takes every count tier "shared" declines,
+// which the planner asks first (measured: tuning.h, beside kPartitionAutoMinBins).
+inline int64_t auto_min_bins(const TierContext& ctx) { return ctx.cluster_code ? kPartitionAutoMinBins : 0; }
+
+// The planner takes it for counts past auto_min_bins with kPartitionAutoMinElements elements or more a histogram
+// (measured: tuning.h); forced, for any call it holds.
 inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
   const AccKind acc = ctx.request.acc;
   if (ctx.request.bins > max_bins(acc)) return PlanStatus::kPartitionTooManyBins;
-  if (automatic && (acc != AccKind::kCount || ctx.request.bins <= kPartitionAutoMinBins ||
+  if (automatic && (acc != AccKind::kCount || ctx.request.bins <= auto_min_bins(ctx) ||
                     ctx.request.elements_per_histogram < kPartitionAutoMinElements)) {
     return PlanStatus::kPartitionNotChosen;
   }

@@ -174,6 +174,15 @@ constexpr int kPartitionItemRoundsTried = 3;
 // Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.49 (1.84x),
 // the partition's normal, 1.50 / 0.95 (1.57x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
 // At 4 blocks (cluster 4 forced at 131072: one hot 1.13, uniform 1.23) the partition would win; not yet moved.
+// Without the cluster tiers (a GPU before sm_90, or a binary without sm_90 code: tier_partition.cuh, auto_min_bins) the
+// partition takes counts from past tier shared. An 8.0+PTX build on the H100 80GB HBM3 (2026-11-24, 2^28 int32,
+// median ms, partition / global; NOTES.md "The partition without the cluster tiers"):
+//   58113:   uniform 1.58 / 3.59, normal 1.60 / 3.86, zipf 1.28 / 2.71, one hot 0.50 / 0.53, sorted 0.82 / 0.87
+//   65536:   uniform 1.55 / 3.50, normal 1.55 / 4.16, zipf 1.31 / 3.00, one hot 0.51 / 0.53, sorted 0.87 / 0.72
+//   131072:  uniform 1.33 / 3.31, normal 1.55 / 3.50, zipf 1.33 / 3.43, one hot 0.51 / 0.54, sorted 0.82 / 0.81
+//   232448:  uniform 1.20 / 3.36, normal 1.43 / 3.36, zipf 1.38 / 3.60, one hot 0.54 / 0.56, sorted 0.87 / 0.72
+// The partition's worst case against global is sorted data (up to 1.24x, at 174336 bins), global's against it 2.1-2.7x
+// (uniform, normal, Zipf).
 // Weighted sums stay on "global" (bench_plan.py --weighted, RESULTS.md "Plan thresholds for weighted sums", H100,
 // 2026-11-23, 2^28 int32, integer weights, median ms global / partition, with runs of one bin merged and the hot-bin
 // cache holding sums):
