@@ -179,7 +179,7 @@ DSMHIST_HD bool is_bin_index(T value, uint32_t narrow_bins, int64_t bins) {
 // bit-identical to x - lo (also when fused into an FMA), so results equal torch.histc's.
 //
 // On the device the division is a multiply by the span's reciprocal and one correction (Binner::quotient), which
-// gives the IEEE quotient bit for bit, so CPU and device still agree; a true division per value cost 12-40% of a
+// gives the IEEE quotient bit for bit, so CPU and device still agree; a true division per value took 11-28% of a
 // range-binned call's time (benchmarks/NOTES.md, "Range binning without a division").
 template <typename T>
 struct Binner {

@@ -128,15 +128,15 @@ __device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Po
   }
 }
 
-// Visits the elements of a worker's items (a worker: a block, or a cluster, of `worker_threads` threads, this one
-// being `worker_rank`); calls flush(row) before moving to an item of another output row (or to any other item, with
-// p.flush_each_item) and once at the end, with the barriers that flushing needs around it.
 // Whether a traversal of the call prefetches (tuning.h, kPrefetchWhenBinningByRange): each value binned by range
 // as it is read. Byte tallies bin at the flush, not per value.
 __device__ __forceinline__ bool prefetches_next_batch(const HistogramParams& p) {
   return kPrefetchWhenBinningByRange && p.mode == BinMode::kRange && !p.tally_byte_values;
 }
 
+// Visits the elements of a worker's items (a worker: a block, or a cluster, of `worker_threads` threads, this one
+// being `worker_rank`); calls flush(row) before moving to an item of another output row (or to any other item, with
+// p.flush_each_item) and once at the end, with the barriers that flushing needs around it.
 template <typename T, typename Visit, typename Barrier, typename Flush>
 __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
                                               int64_t worker_rank, int64_t worker_threads, Visit&& visit,
