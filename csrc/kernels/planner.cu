@@ -56,8 +56,9 @@ const char* plan_status_message(PlanStatus status) {
 //   2. exchange - sm_90 code on an sm_90+ device, counts of integer input binned by value, kExchangeAutoMinBins to
 //                kExchangeAutoMaxBins bins (116225-640000) of at least kExchangeAutoMinElements elements (2^23) a
 //                histogram (all measured, tuning.h);
-//   3. partition - counts past kPartitionAutoMinBins bins (232448) of at least kPartitionAutoMinElements elements
-//                (2^23) a histogram (both measured, tuning.h), up to its capacity;
+//   3. partition - counts past kPartitionAutoMinBins bins (232448; without sm_90 code, every count tier 1 declines)
+//                of at least kPartitionAutoMinElements elements (2^23) a histogram (both measured, tuning.h), up to
+//                its capacity (tier_partition.cuh, auto_min_bins);
 //   4. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (counts; sums:
 //                kClusterAutoMaxBlocksForSums; both measured, tuning.h),
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
