@@ -170,16 +170,6 @@ DSMHIST_HD bool is_bin_index(T value, uint32_t narrow_bins, int64_t bins) {
   }
 }
 
-// The bin of integer `value` with the values outside [0, bins) clamped: bin 0 below the bins, the last bin above
-// them (is_bin_index's arguments; Bins: the caller's count type, so a 32-bit caller keeps 32-bit arithmetic).
-template <typename T, typename Bins>
-DSMHIST_HD Bins clamped_bin(T value, uint32_t narrow_bins, Bins bins) {
-  if constexpr (std::is_signed<T>::value) {
-    if (value < T{0}) return Bins{0};
-  }
-  return is_bin_index(value, narrow_bins, bins) ? static_cast<Bins>(value) : bins - Bins{1};
-}
-
 // Maps a value to its bin, or -1 when it is dropped. One instance per thread, built from the params.
 //
 // Range mode computes torch.histc's (x - lo) * bins / (hi - lo) in compute_t<T>. Where (hi - lo) * bins overflows
@@ -260,7 +250,8 @@ struct Binner {
       if (mode == BinMode::kIndex) {
         const int64_t v = static_cast<int64_t>(value);
         if (is_bin_index(value, narrow_bins, bins)) return v;
-        return clamp ? clamped_bin(value, narrow_bins, bins) : -1;
+        if (!clamp) return -1;
+        return v < 0 ? 0 : bins - 1;
       }
     }
     const C x = to_compute(value);
