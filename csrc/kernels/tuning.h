@@ -181,7 +181,7 @@ constexpr int kPartitionItemRoundsTried = 3;
 //   65536:   uniform 1.55 / 3.50, normal 1.55 / 4.16, zipf 1.31 / 3.00, one hot 0.51 / 0.53, sorted 0.87 / 0.72
 //   131072:  uniform 1.33 / 3.31, normal 1.55 / 3.50, zipf 1.33 / 3.43, one hot 0.51 / 0.54, sorted 0.82 / 0.81
 //   232448:  uniform 1.20 / 3.36, normal 1.43 / 3.36, zipf 1.38 / 3.60, one hot 0.54 / 0.56, sorted 0.87 / 0.72
-// The partition's worst case against global is sorted data (up to 1.24x, at 174336 bins), global's against it 2.1-2.7x
+// The partition's worst case against global is sorted data (up to 1.24x, at 174336 bins), global's against it 2.1-2.8x
 // (uniform, normal, Zipf).
 // Weighted sums stay on "global" (bench_plan.py --weighted, RESULTS.md "Plan thresholds for weighted sums", H100,
 // 2026-11-23, 2^28 int32, integer weights, median ms global / partition, with runs of one bin merged and the hot-bin
