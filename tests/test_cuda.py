@@ -82,8 +82,8 @@ def test_auto_plan_at_tier_boundaries(gen):
     capacity = shared_capacity()
     assert torch_dsmhist.plan(capacity).tier == "shared"
     # Past one block: the cluster tier where it runs; without it, counts take tier partition and sums global.
-    expected_above = "cluster" if cluster_available() else "global"
     counts_above = "cluster" if cluster_available() else "partition"
+    sums_above = "cluster" if cluster_available() else "global"
     assert torch_dsmhist.plan(capacity + 1, dtype=torch.float32).tier == counts_above
     # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
     # input binned by a range (integer input binned by value takes tier exchange there: test_exchange.py).
@@ -103,7 +103,7 @@ def test_auto_plan_at_tier_boundaries(gen):
     # Sums take the cluster tier up to 2 blocks (kClusterAutoMaxBlocksForSums): float32 weights 2 * capacity bins,
     # float64 (8-byte sums) capacity; past that global, whose hot-bin cache holds sums.
     for weight_dtype, most in ((torch.float32, 2 * capacity), (torch.float64, capacity)):
-        assert torch_dsmhist.plan(most, weight_dtype=weight_dtype).tier == expected_above
+        assert torch_dsmhist.plan(most, weight_dtype=weight_dtype).tier == sums_above
         assert torch_dsmhist.plan(most + 1, weight_dtype=weight_dtype).tier == "global"
     for bins in (capacity - 1, capacity, capacity + 1, 4 * capacity, 4 * capacity + 1):
         x = make_index_values(200003, bins, torch.int64, "uniform", gen).cuda()
