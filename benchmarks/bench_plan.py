@@ -16,9 +16,9 @@ timings. The verdict line per bin count is the worst case over the distributions
 partition / global and of global / partition: the planner takes the partition where the first is the smaller.
 Writes the "plan" section of RESULTS.md.
 
-With --weighted it times the other accumulators instead (the measurements behind keeping them off the partition tier,
-beside kPartitionAutoMinBins in csrc/kernels/tuning.h): float32 and float64 weights, and the deterministic float64
-sum (fixed point), auto, global and partition, on the same inputs with integer weights in [0, 4) (so float64 and the
+With --weighted it times the other accumulators instead (the measurements behind kClusterAutoMaxBlocksForSums and
+keeping them off the partition tier, in csrc/kernels/tuning.h): float32 and float64 weights, and the deterministic
+float64 sum (fixed point), auto, cluster (smallest size), global and partition, on the same inputs with integer weights in [0, 4) (so float64 and the
 deterministic sum are exact, and float32 is exact in every bin whose total stays below 2^24: the bins checked).
 Writes the "plan-weighted" section.
 
@@ -124,12 +124,18 @@ def float32_exact_where_small(got: torch.Tensor, reference: torch.Tensor) -> boo
     return bool(torch.equal(got[small].double(), reference[small]))
 
 
+# The pairs of tiers the planner chooses between for weighted sums (tuning.h): cluster or global up to
+# kClusterAutoMaxBlocksForSums blocks, partition or global past them; each tier's worst distribution against the other.
+RIVALS = (("cluster", "global"), ("partition", "global"))
+VERDICT_RATIOS = ("cluster/global", "global/cluster", "partition/global", "global/partition")
+
+
 def weighted_main(args) -> int:
     started = time.perf_counter()
-    bins_list = [4096, 65536, 131072, 262144, 1048576, 4194304, 16777216]
+    bins_list = [4096, 32768, 65536, 131072, 262144, 1048576, 4194304, 16777216]
     callers = (("float32", torch.float32, False), ("float64", torch.float64, False),
                ("deterministic float64", torch.float64, True))
-    tiers = ("auto", "global", "partition")
+    tiers = ("auto", "cluster", "global", "partition")
     rows: Dict[Tuple[int, str, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
     for bins, distribution in progress([(b, d) for b in bins_list for d in DISTRIBUTIONS], "cases"):
@@ -152,26 +158,26 @@ def weighted_main(args) -> int:
 
     lines = header("# Plan thresholds for weighted sums (benchmarks/bench_plan.py --weighted)", failures, started)
     lines += [f"- 2^{args.n.bit_length() - 1} int32 values with integer weights in [0, 4), median ms of {args.reps} "
-              "CUDA-event timings (1 when the first run took over 100 ms). `partition / global` and `global / "
-              "partition`: each tier's worst distribution against the other.", ""]
+              "CUDA-event timings (1 when the first run took over 100 ms). `auto`: the planner's tier; `cluster`: the "
+              "cluster tier forced at its smallest size. Verdict: each tier's worst distribution against its rival "
+              "(`cluster / global`: the largest ratio of the cluster tier's time to global's).", ""]
     verdict = []
     for caller, _, _ in callers:
         lines += [f"## {caller} weights" if caller != "deterministic float64" else "## deterministic float64 sums", ""]
         body = []
         for bins in bins_list:
-            part_worst = global_worst = None
+            worst: Dict[str, float] = {}  # "a/b": the largest ratio of tier a's time to tier b's over distributions
             for d in DISTRIBUTIONS:
                 cells = rows[(bins, d, caller)]
                 body.append([str(bins), d] + [fmt(cells[t][0]) if cells[t][1] == "ok" else cells[t][1] for t in tiers])
-                g, part = cells["global"][0], cells["partition"][0]
-                if g and part:
-                    part_worst = max(part_worst or 0.0, part / g)
-                    global_worst = max(global_worst or 0.0, g / part)
-            verdict.append([caller, str(bins), f"{part_worst:.2f}" if part_worst else "—",
-                            f"{global_worst:.2f}" if global_worst else "—"])
+                for a, b in RIVALS:
+                    if cells[a][0] and cells[b][0]:
+                        worst[f"{a}/{b}"] = max(worst.get(f"{a}/{b}", 0.0), cells[a][0] / cells[b][0])
+                        worst[f"{b}/{a}"] = max(worst.get(f"{b}/{a}", 0.0), cells[b][0] / cells[a][0])
+            verdict.append([caller, str(bins)] + [f"{worst[k]:.2f}" if k in worst else "—" for k in VERDICT_RATIOS])
         lines += md_table(["bins", "distribution"] + list(tiers), body)
-    lines += ["## Verdict", ""] + md_table(["sum", "bins", "partition / global (worst)", "global / partition (worst)"],
-                                           verdict)
+    lines += ["## Verdict", ""] + md_table(["sum", "bins"] + [f"{k.replace('/', ' / ')} (worst)"
+                                                             for k in VERDICT_RATIOS], verdict)
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py --weighted`."]
     return finish(WEIGHTED_SECTION, lines, failures, args.out_dir)
 

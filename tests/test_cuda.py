@@ -81,9 +81,8 @@ def test_every_tier_range_mode_with_weights(tier, dtype, gen):
 def test_auto_plan_at_tier_boundaries(gen):
     capacity = shared_capacity()
     assert torch_dsmhist.plan(capacity).tier == "shared"
-    # Past one block: the cluster tier where it runs; without it, counts take tier partition and sums global.
+    # Past one block: the cluster tier where it runs; without it, counts take tier partition.
     counts_above = "cluster" if cluster_available() else "partition"
-    sums_above = "cluster" if cluster_available() else "global"
     assert torch_dsmhist.plan(capacity + 1, dtype=torch.float32).tier == counts_above
     # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
     # input binned by a range (integer input binned by value takes tier exchange there: test_exchange.py).
@@ -100,11 +99,15 @@ def test_auto_plan_at_tier_boundaries(gen):
         assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).cluster_size == 4
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
     assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
-    # Sums take the cluster tier up to 2 blocks (kClusterAutoMaxBlocksForSums): float32 weights 2 * capacity bins,
-    # float64 (8-byte sums) capacity; past that global, whose hot-bin cache holds sums.
-    for weight_dtype, most in ((torch.float32, 2 * capacity), (torch.float64, capacity)):
-        assert torch_dsmhist.plan(most, weight_dtype=weight_dtype).tier == sums_above
-        assert torch_dsmhist.plan(most + 1, weight_dtype=weight_dtype).tier == "global"
+    # Weighted and deterministic sums never take the cluster tier (kClusterAutoMaxBlocksForSums, 1): past tier shared
+    # (capacity bins with float32 sums, capacity // 2 with 8-byte sums) they take global, whose hot-bin cache holds
+    # sums, up to 2 blocks and beyond.
+    for weight_dtype, most in ((torch.float32, capacity), (torch.float64, capacity // 2)):
+        assert torch_dsmhist.plan(most, weight_dtype=weight_dtype).tier == "shared"
+        for bins in (most + 1, 2 * most, 2 * most + 1):
+            assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier == "global"
+            with deterministic_algorithms(True):
+                assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier == "global"
     for bins in (capacity - 1, capacity, capacity + 1, 4 * capacity, 4 * capacity + 1):
         x = make_index_values(200003, bins, torch.int64, "uniform", gen).cuda()
         assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), bins
@@ -268,12 +271,12 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
 @pytest.mark.parametrize("bins", [1000, 65539, 1048579])
 def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
     """Tier global sums a block's hot bins in its shared-memory cache (HotBinCache: one slot per bin mod 2048, claimed
-    by the first bin that lands there). Shuffled data, so no run merging: two hot bins of one slot (only one can
-    claim it), a hot last bin, a warm bin, a cold tail; batched rows whose hot bin is the same (flat tags keep them
-    apart); histogram_add_. Weights are integers times 2^k (k in [-8, 8]): float64 and the
-    deterministic sum are exact against the float64 reference, and a wrong largest exponent from a cached maximum
-    would overflow the deterministic sum's fixed point; float32 takes plain integers (totals below 2^24). Then
-    non-finite weights reach a cached slot (inf + finite, inf + -inf)."""
+    by the first bin that lands there; for float sums, on its second add there). Shuffled data, so no run merging:
+    two hot bins of one slot (only one can claim it), a hot last bin, a warm bin, a cold tail; batched rows whose hot
+    bin is the same (flat tags keep them apart); histogram_add_. Weights are integers times 2^k (k in [-8, 8]):
+    float64 and the deterministic sum are exact against the float64 reference, and a wrong largest exponent from a
+    cached maximum would overflow the deterministic sum's fixed point; float32 takes plain integers (totals below
+    2^24). Then non-finite weights reach a cached slot (inf + finite, inf + -inf)."""
     slots = 2048  # kGlobalCacheSlots (csrc/kernels/tuning.h)
     seed = int(torch.randint(0, 2**62, (1,), generator=gen))
     local = torch.Generator().manual_seed(seed)
@@ -340,6 +343,60 @@ def test_weighted_sums_that_cancel_in_the_global_tier_cache(bins, gen):
         with deterministic_algorithms(kind == "deterministic"), torch_dsmhist.force_tier("global"):
             got = torch_dsmhist.histogram(x, bins, weight=w).cpu().double()
             assert torch.equal(got, expected), where
+            hist = torch.full((bins,), 0.5, dtype=w.dtype, device="cuda")
+            torch_dsmhist.histogram_add_(hist, x, weight=w)
+            assert torch.equal(hist.cpu().double(), 0.5 + expected), f"{where}, histogram_add_"
+
+
+CLAIM_ON_REPEAT_MIN_PER_THREAD = 32  # kGlobalSumsClaimOnRepeatMinPerThread (csrc/kernels/tuning.h)
+
+
+def test_long_weighted_sums_take_the_claim_on_repeat_body():
+    """Tier global runs weighted float sums whose threads take at least kGlobalSumsClaimOnRepeatMinPerThread
+    elements each with a cache that claims a slot on a bin's second add (one more 4-byte word a slot: 2048 x 12
+    bytes for float32 sums, x 16 for float64); shorter sums and counts keep the first-add cache (2048 x 8 bytes for
+    counts and float32 sums, x 12 for float64). The launch the plan reports says which body runs."""
+    slots, short, long = 2048, 4096, 1 << 30
+    for weight_dtype, sum_bytes in ((torch.float32, 4), (torch.float64, 8)):
+        with torch_dsmhist.force_tier("global"):
+            assert torch_dsmhist.plan(65536, n=short, weight_dtype=weight_dtype).shared_bytes_per_block == \
+                slots * (4 + sum_bytes)
+            assert torch_dsmhist.plan(65536, n=long, weight_dtype=weight_dtype).shared_bytes_per_block == \
+                slots * (8 + sum_bytes)
+    with torch_dsmhist.force_tier("global"):
+        assert torch_dsmhist.plan(65536, n=long).shared_bytes_per_block == slots * 8
+
+
+@pytest.mark.parametrize("pattern", ["one_hot", "alternating", "slot_mates", "zipf"])
+def test_long_weighted_sums_in_the_claim_on_repeat_body(pattern, gen):
+    """The claim-on-repeat body of tier global (long weighted float sums): a bin's first add in a block goes to the
+    output and the slot remembers the bin (atomicExch); its next add claims the slot. 40 elements a thread on this
+    GPU's full grid, 65539 bins: one bin everywhere (every thread meets it at once), two bins of one slot alternating
+    in every thread's vector (each add forgets the other: nothing is ever claimed), every bin of one slot
+    (b + 2048 k) in random order, and Zipf ranks. float64 weights are integers times 2^k (exact); float32 weights
+    in {-1, 0, 1}, so every partial sum is an integer below 2^24 and exact. histogram and histogram_add_."""
+    bins, slots, base = 65539, 2048, 11
+    n = torch.cuda.get_device_properties().multi_processor_count * 8 * 256 * (CLAIM_ON_REPEAT_MIN_PER_THREAD + 8)
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    local = torch.Generator().manual_seed(seed)
+    if pattern == "one_hot":
+        x = torch.full((n,), base + 3 * slots)
+    elif pattern == "alternating":
+        x = torch.tensor([base, base + slots]).repeat(n // 2)
+    elif pattern == "slot_mates":
+        x = base + slots * torch.randint(0, (bins - base - 1) // slots + 1, (n,), generator=local)
+    else:
+        x = torch.exp(torch.rand(n, generator=local, dtype=torch.float64) * torch.log(torch.tensor(bins + 1.0)))
+        x = x.floor().long() - 1
+    x = x.to(torch.int32).cuda()
+    integers, scaled = exact_weights(x.numel(), local)
+    for w in (integers.sign().float().cuda(), scaled.cuda()):
+        expected = reference_histogram(x, bins, weight=w.double()).double()
+        where = f"{pattern}, {w.dtype}, seed {seed}"
+        with torch_dsmhist.force_tier("global"):
+            assert torch_dsmhist.plan(bins, n=x.numel(), weight_dtype=w.dtype).shared_bytes_per_block == \
+                slots * (8 + w.element_size()), where
+            assert torch.equal(torch_dsmhist.histogram(x, bins, weight=w).cpu().double(), expected), where
             hist = torch.full((bins,), 0.5, dtype=w.dtype, device="cuda")
             torch_dsmhist.histogram_add_(hist, x, weight=w)
             assert torch.equal(hist.cpu().double(), 0.5 + expected), f"{where}, histogram_add_"

@@ -144,6 +144,20 @@ def partition_item_cases(gen: torch.Generator):
                lambda d=x, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(x, bins))
 
 
+def long_weighted_sum_cases(gen: torch.Generator):
+    """Tier global's body for long weighted float sums (a cache that claims a slot on a bin's second add, read one
+    vector at a time): 33 elements a thread on this GPU's full grid, Zipf ranks over 65539 bins, float32 and float64
+    weights."""
+    n = torch.cuda.get_device_properties().multi_processor_count * 8 * 256 * 33
+    ranks = torch.exp(torch.rand(n, generator=gen, dtype=torch.float64) * torch.log(torch.tensor(65540.0)))
+    x = (ranks.floor().long() - 1).to(torch.int32).cuda()
+    w = torch.randint(-1, 2, (n,), generator=gen).double().cuda()
+    for weight in (w.float(), w):
+        yield (f"global long {str(weight.dtype)[6:]}-weighted", "global", None,
+               lambda d=x, v=weight: torch_dsmhist.histogram(d, 65539, weight=v),
+               reference_histogram(x, 65539, weight=weight))
+
+
 def bin_index_cases(gen: torch.Generator):
     """The backward's bin-index kernel (dsmhist._bin_indices): misaligned starts and tails, strided and 2-D views, a
     data-derived range and given range keys; checked against the CPU implementation."""
@@ -198,8 +212,8 @@ def main() -> int:
     failures = 0
     count = 0
     for name, tier, size, call, expected in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
-                                                          partition_item_cases(gen), bin_index_cases(gen),
-                                                          edges_cases(gen)):
+                                                          partition_item_cases(gen), long_weighted_sum_cases(gen),
+                                                          bin_index_cases(gen), edges_cases(gen)):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue
         with torch_dsmhist.force_tier(tier, size):

@@ -18,15 +18,18 @@
 namespace dsmhist {
 namespace global_atomic_tier {
 
-template <typename T, typename Policy>
+// kClaimOnRepeat: the body for long weighted sums (sums_claim_on_repeat): its cache claims a slot on a bin's second
+// add in the block, and each thread loads kGlobalSumsVectorsInFlight vectors at a time.
+template <typename T, typename Policy, bool kClaimOnRepeat = false>
 __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
+  using Cache = HotBinCache<Policy, kClaimOnRepeat>;
   const Binner<T> binner(p);
-  HotBinCache<Policy> cache(detail::shared_bins<Acc>(),
-                            p.output_rows() * p.bins < int64_t(HotBinCache<Policy>::kEmpty) &&
-                                (!kCounts || most_elements_per_worker(p.rows, p.row_length, p.segments_per_row,
-                                                                      gridDim.x) <= int64_t(UINT32_MAX)));
+  Cache cache(detail::shared_bins<Acc>(),
+              p.output_rows() * p.bins < int64_t(Cache::kEmpty) &&
+                  (!kCounts || most_elements_per_worker(p.rows, p.row_length, p.segments_per_row, gridDim.x) <=
+                                   int64_t(UINT32_MAX)));
   __syncthreads();  // every slot must be empty before any thread claims one
   const auto add_cached = [&](int64_t flat_bin, Acc total) { cache.add(p, flat_bin, total); };
   if constexpr (kCounts) {
@@ -51,7 +54,7 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
   } else {
     // A thread's consecutive contributions to one bin add once, and a warp whose last runs are all of one bin once.
     detail::RunMerger<Policy, int64_t> run;
-    detail::for_each_item<T>(
+    detail::for_each_item<T, kClaimOnRepeat ? kGlobalSumsVectorsInFlight : kVectorsInFlight>(
         p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
           const int64_t bin = binner(value);
@@ -78,12 +81,27 @@ inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan*
   return PlanStatus::kOk;
 }
 
+// The kernel variant (TierKernelVariants) of the weighted float sums' claim-on-repeat body.
+constexpr int kClaimOnRepeatBody = 1;
+
+// Whether a weighted float sum whose threads take `elements_per_thread` elements each runs the claim-on-repeat body
+// (tuning.h, kGlobalSumsClaimOnRepeatMinPerThread). Counts and the deterministic passes never do.
+inline bool sums_claim_on_repeat(AccKind acc, int64_t elements_per_thread) {
+  return (acc == AccKind::kFloat || acc == AccKind::kDouble) &&
+         elements_per_thread >= kGlobalSumsClaimOnRepeatMinPerThread;
+}
+
 // No block state: as many blocks of the plan's size as fill the SMs. The kernel adds straight into the output, so it
 // never stores rows (the output is zeroed first unless accumulating).
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool /*may_store*/, LaunchShape* shape) {
   shape_stateless(p, ctx.caps, plan.threads, shape, kGlobalMinElementsPerThread);
-  shape->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(acc));  // the pass's (the deterministic sum runs two)
+  const int64_t per_thread =
+      ceil_div(most_elements_per_worker(p.rows, p.row_length, shape->segments, shape->grid), plan.threads);
+  const bool repeat = sums_claim_on_repeat(acc, per_thread);
+  shape->kernel_variant = repeat ? kClaimOnRepeatBody : 0;
+  // The pass's accumulator (the deterministic sum runs two).
+  shape->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(acc), repeat);
   return cudaSuccess;
 }
 
@@ -91,4 +109,17 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
 constexpr CustomLaunch custom_launch{};
 
 }  // namespace global_atomic_tier
+
+// The claim-on-repeat body exists for weighted float sums only.
+template <typename T, typename Policy>
+struct TierKernelVariants<Tier::kGlobal, T, Policy> {
+  static void add(const void** variants) {
+    if constexpr (std::is_same<Policy, detail::WeightPolicy<float>>::value ||
+                  std::is_same<Policy, detail::WeightPolicy<double>>::value) {
+      variants[global_atomic_tier::kClaimOnRepeatBody] =
+          reinterpret_cast<const void*>(&global_atomic_tier::kernel<T, Policy, true>);
+    }
+  }
+};
+
 }  // namespace dsmhist

@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
 }
 
 // Forced: any cluster that holds the bins. Automatic: only up to kClusterAutoMaxBlocks blocks' worth of bins for counts,
-// kClusterAutoMaxBlocksForSums for sums, where it beats global atomics (the measurements are in tuning.h).
+// kClusterAutoMaxBlocksForSums (1: never past tier shared) for sums, where it beats global atomics (tuning.h).
 inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
   const int64_t shared_capacity = ctx.caps.shared_optin / accumulator_bytes(ctx.request.acc);

@@ -43,8 +43,8 @@ __device__ __forceinline__ ItemSpan<T> item_span(const InputDescription& in, int
 
 // Calls visit(value, weight_offset) for every element of the row of `span` that thread `rank` of `count` threads
 // owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element), a batch of
-// kVectorsInFlight at a time; with `prefetch`, L2 is asked for the next batch while this one is binned.
-template <typename T, typename Visit>
+// kInFlight at a time; with `prefetch`, L2 is asked for the next batch while this one is binned.
+template <typename T, int kInFlight = kVectorsInFlight, typename Visit>
 __device__ __forceinline__ void for_each_element(const InputDescription& p, const ItemSpan<T>& span, int64_t rank,
                                                  int64_t count, bool prefetch, Visit&& visit) {
   const T* __restrict__ input = span.input;
@@ -72,22 +72,22 @@ __device__ __forceinline__ void for_each_element(const InputDescription& p, cons
     T values[kPerVector];
   };
   const uint4* __restrict__ body = reinterpret_cast<const uint4*>(input + head);
-  for (int64_t base = rank; base < vectors; base += count * kVectorsInFlight) {
-    Vector batch[kVectorsInFlight];
+  for (int64_t base = rank; base < vectors; base += count * kInFlight) {
+    Vector batch[kInFlight];
 #pragma unroll
-    for (int k = 0; k < kVectorsInFlight; ++k) {
+    for (int k = 0; k < kInFlight; ++k) {
       const int64_t v = base + k * count;
       if (v < vectors) batch[k].raw = __ldg(body + v);
     }
     if (prefetch) {  // while this batch is binned, L2 fetches the next: its loads then wait on L2, not on HBM
 #pragma unroll
-      for (int k = 0; k < kVectorsInFlight; ++k) {
-        const int64_t v = base + (kVectorsInFlight + k) * count;
+      for (int k = 0; k < kInFlight; ++k) {
+        const int64_t v = base + (kInFlight + k) * count;
         if (v < vectors) asm volatile("prefetch.global.L2 [%0];" ::"l"(body + v));
       }
     }
 #pragma unroll
-    for (int k = 0; k < kVectorsInFlight; ++k) {
+    for (int k = 0; k < kInFlight; ++k) {
       const int64_t v = base + k * count;
       if (v < vectors) {
 #pragma unroll
@@ -136,8 +136,9 @@ __device__ __forceinline__ bool prefetches_next_batch(const HistogramParams& p) 
 
 // Visits the elements of a worker's items (a worker: a block, or a cluster, of `worker_threads` threads, this one
 // being `worker_rank`); calls flush(row) before moving to an item of another output row (or to any other item, with
-// p.flush_each_item) and once at the end, with the barriers that flushing needs around it.
-template <typename T, typename Visit, typename Barrier, typename Flush>
+// p.flush_each_item) and once at the end, with the barriers that flushing needs around it. kInFlight: 16-byte vectors
+// a thread loads at once (for_each_element).
+template <typename T, int kInFlight = kVectorsInFlight, typename Visit, typename Barrier, typename Flush>
 __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
                                               int64_t worker_rank, int64_t worker_threads, Visit&& visit,
                                               Barrier&& barrier, Flush&& flush) {
@@ -153,8 +154,9 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
       barrier();  // the bins must be re-zeroed everywhere before the next row adds into them
     }
     current_row = span.output_row;
-    for_each_element(p, span, span.segment * worker_threads + worker_rank, p.segments_per_row * worker_threads,
-                     prefetch, [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
+    for_each_element<T, kInFlight>(p, span, span.segment * worker_threads + worker_rank,
+                                   p.segments_per_row * worker_threads, prefetch,
+                                   [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
   }
   if (current_row >= 0) {
     barrier();  // every add must land before the final flush

@@ -40,6 +40,24 @@ constexpr int64_t kGlobalMinElementsPerThread = 4;
 // With one hot bin global is as fast or faster at every one of these points (5.0-13.5 us up to 2^20).
 constexpr int64_t kFewElementsPerBin = 32;
 constexpr int64_t kFewElementsMinBins = 16384;
+// Long weighted float sums in the global tier, kGlobalSumsClaimOnRepeatMinPerThread elements a thread or more, run a
+// body whose cache claims a slot on a bin's second add in the block, not its first (HotBinCache), and whose threads
+// load kGlobalSumsVectorsInFlight 16-byte vectors at a time. Tier global forced, H100 80GB HBM3, 2026-11-24, float32
+// weights, median ms of 7 CUDA events (NOTES.md "Global tier: claim a slot on a bin's second add"):
+//   2^26 values (248 a thread), before / claim on repeat (4 vectors in flight) / both, weights in [0, 1):
+//     65536 bins:   uniform 1.021 / 1.044 / 0.994, one hot 0.271 / 0.273 / 0.225, zipf 1.190 / 0.710 / 0.657,
+//                   sorted 0.758 / 0.801 / 0.553
+//     4194304 bins: uniform 0.872 / 0.874 / 0.833, one hot 0.280 / 0.283 / 0.235, zipf 1.897 / 0.859 / 0.875,
+//                   sorted 0.386 / 0.391 / 0.306
+//   2^24 (62 a thread), before / both, 65536 bins: uniform 0.256 / 0.257, one hot 0.079 / 0.065, zipf 0.295 / 0.261,
+//                   sorted 0.181 / 0.144 (4194304 bins: 0.227 / 0.218, 0.088 / 0.076, 0.481 / 0.329, 0.116 / 0.101)
+//   2^22 (16 a thread), before / both, us: 65536 bins zipf 62.2 / 118.7, 1048576 bins zipf 77.2 / 123.8 (uniform
+//                   and sorted 1-19% faster): a block's few thousand elements do not repay the first adds of its
+//                   hot bins, so shorter sums keep the first-add cache (2^18-2^20 zipf: 1.85-2.7x slower with both).
+// Counts keep the first-add cache whatever their length: claiming on repeat made sorted counts 1.6-1.8x slower
+// (65536 bins, 2^26 values: 0.168 -> 0.271 / 0.307 ms).
+constexpr int64_t kGlobalSumsClaimOnRepeatMinPerThread = 32;
+constexpr int kGlobalSumsVectorsInFlight = 1;
 
 // ----- Cluster tiers -----------------------------------------------------------------------------------------------
 
@@ -54,18 +72,20 @@ constexpr int64_t kFewElementsMinBins = 16384;
 //   5 blocks (262144):              one hot 1.53 / 0.49, uniform 1.66 / 3.28  -> global  (3.1x worst vs 2.0x)
 // The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 4 blocks.
 constexpr int kClusterAutoMaxBlocks = 4;
-// Weighted and deterministic sums take the cluster tier up to 2 blocks only: past that tier global, whose cache of
-// hot bins holds sums too, is faster on all five distributions. bench_plan.py --weighted (RESULTS.md "Plan thresholds
-// for weighted sums", H100, 2026-11-23, 2^28 int32, integer weights), ms of the cluster tier (auto) / global:
-//   float32, 65536 bins (2 blocks): uniform 2.40 / 3.12, normal 2.41 / 3.05, one hot 1.86 / 1.06, zipf 4.31 / 3.59,
-//                                   sorted 2.47 / 2.86  -> cluster (worst 1.75x global; global's worst 1.30x it)
-//   float32, 131072 (3 blocks):     uniform 4.06 / 2.81, normal 4.05 / 3.33, one hot 2.97 / 1.06, zipf 6.98 / 4.07,
-//                                   sorted 3.13 / 2.78  -> global
-//   float64, 65536 (3 blocks):      uniform 4.54 / 2.91, normal 5.57 / 3.34, one hot 3.46 / 1.27, zipf 9.34 / 3.12,
-//                                   sorted 3.76 / 3.25  -> global
-//   deterministic, 65536 (3 blocks): uniform 10.7 / 7.61, normal 12.5 / 7.44, one hot 8.6 / 2.97, zipf 15.5 / 7.09,
-//                                   sorted 7.43 / 5.82  -> global
-constexpr int kClusterAutoMaxBlocksForSums = 2;
+// Weighted and deterministic sums never take the cluster tier automatically (1 block: tier shared's bins): past one
+// block tier global, whose cache of hot bins holds sums too, has the smaller worst case. bench_plan.py --weighted
+// (RESULTS.md "Plan thresholds for weighted sums", H100, 2026-11-24, 2^28 int32, integer weights, with the long sums'
+// claim-on-repeat body), ms of the cluster tier (smallest size) / global:
+//   float32, 65536 bins (2 blocks): uniform 2.28 / 3.07, normal 2.29 / 2.97, one hot 1.71 / 0.876, zipf 4.27 / 1.87,
+//                                   sorted 2.36 / 2.12  -> global (cluster's worst 2.29x global; global's 1.34x it)
+//   float64, 32768 bins (2 blocks): uniform 2.78 / 3.12, normal 2.78 / 2.89, one hot 2.10 / 1.13, zipf 5.90 / 1.89,
+//                                   sorted 2.87 / 2.46  -> global (3.13x against 1.12x)
+//   deterministic, 32768 (2 blocks): uniform 6.68 / 6.80, normal 6.66 / 6.70, one hot 5.18 / 3.38, zipf 9.19 / 7.37,
+//                                   sorted 5.86 / 6.75  -> global (1.53x against 1.15x)
+// Past 2 blocks the cluster tier's worst is 2.55-24x global's, global's at most 0.93x the cluster tier's. Before the
+// claim-on-repeat body (2026-11-23) float32 sums at 2 blocks took the cluster tier (zipf 4.31 / 3.59, sorted
+// 2.47 / 2.86: 1.75x against 1.30x); deterministic sums were not measured at 2 blocks.
+constexpr int kClusterAutoMaxBlocksForSums = 1;
 // Largest cluster the hardware may run (16 needs the non-portable attribute, sm_90).
 constexpr int kMaxClusterSize = 16;
 
@@ -184,14 +204,13 @@ constexpr int kPartitionItemRoundsTried = 3;
 // The partition's worst case against global is sorted data (up to 1.24x, at 174336 bins), global's against it 2.1-2.8x
 // (uniform, normal, Zipf).
 // Weighted sums stay on "global" (bench_plan.py --weighted, RESULTS.md "Plan thresholds for weighted sums", H100,
-// 2026-11-23, 2^28 int32, integer weights, median ms global / partition, with runs of one bin merged and the hot-bin
-// cache holding sums):
-//   float32, 1048576: uniform 2.69 / 3.74, normal 2.66 / 3.83, one hot 1.06 / 3.58, zipf 4.58 / 6.81, sorted 2.13 / 4.03
-//   float64, 1048576: uniform 2.84 / 6.18, normal 2.83 / 6.93, one hot 1.27 / 6.06, zipf 3.71 / 12.3, sorted 2.51 / 6.67
-//   float32, 16777216: uniform 9.74 / 5.82, normal 5.30 / 5.40, one hot 1.10 / 3.80, zipf 9.34 / 6.97, sorted 1.48 / 4.62
-// Global is faster on all 5 distributions from 4096 to 4194304 bins (float32, float64, deterministic), on 3 of 5 at
-// 16777216 (float32: the partition wins uniform and Zipf, global 1.67x it at worst, where the partition is 3.46x
-// global on one hot bin).
+// 2026-11-24, 2^28 int32, integer weights, median ms global / partition, with runs of one bin merged and the hot-bin
+// cache holding sums, claimed on a bin's second add in long sums):
+//   float32, 1048576: uniform 2.63 / 3.70, normal 2.63 / 3.80, one hot 0.88 / 3.54, zipf 2.03 / 6.73, sorted 1.54 / 3.99
+//   float64, 1048576: uniform 2.80 / 6.14, normal 2.79 / 6.90, one hot 1.13 / 6.01, zipf 2.02 / 12.2, sorted 1.80 / 6.63
+//   float32, 16777216: uniform 9.73 / 5.77, normal 5.29 / 5.34, one hot 0.91 / 3.79, zipf 3.34 / 6.90, sorted 1.20 / 4.60
+// Global is faster on all 5 distributions from 4096 to 4194304 bins (float32, float64, deterministic), on 4 of 5 at
+// 16777216 (float32: the partition wins uniform, global 1.69x it, where the partition is 4.18x global on one hot bin).
 constexpr int64_t kPartitionAutoMinBins = 232448;
 // ... and only for a histogram of at least kPartitionAutoMinElements elements: the tier's slices and chunk flushes
 // cost 60-110 us whatever the data below 2^22 elements. Device time per call, us (CUDA-graph replay, as for
