@@ -18,9 +18,9 @@ Writes the "plan" section of RESULTS.md.
 
 With --weighted it times the other accumulators instead (the measurements behind kClusterAutoMaxBlocksForSums and
 keeping them off the partition tier, in csrc/kernels/tuning.h): float32 and float64 weights, and the deterministic
-float64 sum (fixed point), auto, cluster (smallest size), global and partition, on the same inputs with integer weights in [0, 4) (so float64 and the
-deterministic sum are exact, and float32 is exact in every bin whose total stays below 2^24: the bins checked).
-Writes the "plan-weighted" section.
+float64 sum (fixed point), auto, cluster (smallest size), global and partition, on the same inputs with integer
+weights in [0, 4) (so float64 and the deterministic sum are exact, and float32 is exact in every bin whose total
+stays below 2^24: the bins checked). Writes the "plan-weighted" section.
 
 With --small it times calls of 2^21 to 2^24 values instead, where a tier's cost per call (zeroing and flushing its
 bins) decides: device time per call from CUDA-graph replays of tier exchange, auto, and the tiers the plan takes

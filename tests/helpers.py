@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import math
 from typing import Callable, Iterator, Optional, Tuple, TypeVar
 
 import torch
@@ -140,7 +141,8 @@ def _int_limits(dtype: torch.dtype):
 
 
 def make_index_values(n: int, bins: int, dtype: torch.dtype, distribution: str, gen: torch.Generator) -> torch.Tensor:
-    """Integer values for bin-by-value mode, including a few just outside [0, bins) where the dtype allows."""
+    """Integer values for bin-by-value mode, including a few just outside [0, bins) where the dtype allows (not with
+    "zipf", whose ranks are all bins)."""
     low, high = _int_limits(dtype)
     lo, hi = builtin_max(low, -3), builtin_min(high, bins + 2)
     if distribution == "uniform":
@@ -152,9 +154,18 @@ def make_index_values(n: int, bins: int, dtype: torch.dtype, distribution: str, 
     elif distribution == "two_edges":
         edges = torch.tensor([0, builtin_min(bins - 1, high)])
         v = edges[torch.randint(0, 2, (n,), generator=gen)]
+    elif distribution == "zipf":  # log-uniform ranks in [0, bins): P(k) proportional to 1 / (k + 1)
+        u = torch.rand(n, generator=gen, dtype=torch.float64)
+        v = torch.exp(u * math.log(bins + 1)).floor().long() - 1
     else:
         raise ValueError(distribution)
     return v.to(dtype)
+
+
+def global_tier_elements(per_thread: int) -> int:
+    """Elements of a 1-D call that give every thread of tier global's full grid `per_thread` of them on the current
+    CUDA device (2048 threads an SM, in blocks of kGlobalThreads: shape_stateless, csrc/kernels/tier_host.h)."""
+    return torch.cuda.get_device_properties().multi_processor_count * 2048 * per_thread
 
 
 def make_range_values(

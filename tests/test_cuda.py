@@ -17,6 +17,7 @@ from helpers import (
     cluster_available,
     deterministic_algorithms,
     exact_weights,
+    global_tier_elements,
     host_sync_raises,
     make_index_values,
     make_range_values,
@@ -376,7 +377,7 @@ def test_long_weighted_sums_in_the_claim_on_repeat_body(pattern, gen):
     (b + 2048 k) in random order, and Zipf ranks. float64 weights are integers times 2^k (exact); float32 weights
     in {-1, 0, 1}, so every partial sum is an integer below 2^24 and exact. histogram and histogram_add_."""
     bins, slots, base = 65539, 2048, 11
-    n = torch.cuda.get_device_properties().multi_processor_count * 8 * 256 * (CLAIM_ON_REPEAT_MIN_PER_THREAD + 8)
+    n = global_tier_elements(CLAIM_ON_REPEAT_MIN_PER_THREAD + 8)
     seed = int(torch.randint(0, 2**62, (1,), generator=gen))
     local = torch.Generator().manual_seed(seed)
     if pattern == "one_hot":
@@ -386,8 +387,7 @@ def test_long_weighted_sums_in_the_claim_on_repeat_body(pattern, gen):
     elif pattern == "slot_mates":
         x = base + slots * torch.randint(0, (bins - base - 1) // slots + 1, (n,), generator=local)
     else:
-        x = torch.exp(torch.rand(n, generator=local, dtype=torch.float64) * torch.log(torch.tensor(bins + 1.0)))
-        x = x.floor().long() - 1
+        x = make_index_values(n, bins, torch.int32, "zipf", local)
     x = x.to(torch.int32).cuda()
     integers, scaled = exact_weights(x.numel(), local)
     for w in (integers.sign().float().cuda(), scaled.cuda()):

@@ -21,6 +21,7 @@ from helpers import (  # noqa: E402
     TIERS,
     adds_sums,
     cluster_available,
+    global_tier_elements,
     make_index_values,
     make_range_values,
     max_cluster_size,
@@ -148,9 +149,8 @@ def long_weighted_sum_cases(gen: torch.Generator):
     """Tier global's body for long weighted float sums (a cache that claims a slot on a bin's second add, read one
     vector at a time): 33 elements a thread on this GPU's full grid, Zipf ranks over 65539 bins, float32 and float64
     weights."""
-    n = torch.cuda.get_device_properties().multi_processor_count * 8 * 256 * 33
-    ranks = torch.exp(torch.rand(n, generator=gen, dtype=torch.float64) * torch.log(torch.tensor(65540.0)))
-    x = (ranks.floor().long() - 1).to(torch.int32).cuda()
+    n = global_tier_elements(33)
+    x = make_index_values(n, 65539, torch.int32, "zipf", gen).cuda()
     w = torch.randint(-1, 2, (n,), generator=gen).double().cuda()
     for weight in (w.float(), w):
         yield (f"global long {str(weight.dtype)[6:]}-weighted", "global", None,

@@ -18,7 +18,7 @@
 namespace dsmhist {
 namespace global_atomic_tier {
 
-// kClaimOnRepeat: the body for long weighted sums (sums_claim_on_repeat): its cache claims a slot on a bin's second
+// kClaimOnRepeat: the body for long weighted float sums (shape): its cache claims a slot on a bin's second
 // add in the block, and each thread loads kGlobalSumsVectorsInFlight vectors at a time.
 template <typename T, typename Policy, bool kClaimOnRepeat = false>
 __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p) {
@@ -84,21 +84,17 @@ inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan*
 // The kernel variant (TierKernelVariants) of the weighted float sums' claim-on-repeat body.
 constexpr int kClaimOnRepeatBody = 1;
 
-// Whether a weighted float sum whose threads take `elements_per_thread` elements each runs the claim-on-repeat body
-// (tuning.h, kGlobalSumsClaimOnRepeatMinPerThread). Counts and the deterministic passes never do.
-inline bool sums_claim_on_repeat(AccKind acc, int64_t elements_per_thread) {
-  return (acc == AccKind::kFloat || acc == AccKind::kDouble) &&
-         elements_per_thread >= kGlobalSumsClaimOnRepeatMinPerThread;
-}
-
 // No block state: as many blocks of the plan's size as fill the SMs. The kernel adds straight into the output, so it
 // never stores rows (the output is zeroed first unless accumulating).
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool /*may_store*/, LaunchShape* shape) {
   shape_stateless(p, ctx.caps, plan.threads, shape, kGlobalMinElementsPerThread);
+  // The claim-on-repeat body where the kernel set holds it (weighted float sums) and the threads take enough elements
+  // to repay it (tuning.h, kGlobalSumsClaimOnRepeatMinPerThread). `ctx.kernels` are the pass's (`acc`'s).
   const int64_t per_thread =
       ceil_div(most_elements_per_worker(p.rows, p.row_length, shape->segments, shape->grid), plan.threads);
-  const bool repeat = sums_claim_on_repeat(acc, per_thread);
+  const bool repeat = ctx.kernels.tier_kernel(Tier::kGlobal, kClaimOnRepeatBody) != nullptr &&
+                      per_thread >= kGlobalSumsClaimOnRepeatMinPerThread;
   shape->kernel_variant = repeat ? kClaimOnRepeatBody : 0;
   // The pass's accumulator (the deterministic sum runs two).
   shape->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(acc), repeat);
