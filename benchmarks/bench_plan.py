@@ -237,8 +237,8 @@ def main() -> int:
         print("no cluster tier on this device / build: nothing to measure")
         return 0
     bins_list = sorted(set(args.bins) if args.bins else
-                       {shared + 1, 65536, 2 * shared, 131072, 3 * shared, 262144, 393216, 524288, 786432,
-                        16 * shared, 1048576, largest, largest + 1, 4194304, 16777216})
+                       {shared + 1, 65536, 2 * shared, 2 * shared + 1, 131072, 3 * shared, 4 * shared, 262144,
+                        393216, 524288, 786432, 16 * shared, 1048576, largest, largest + 1, 4194304, 16777216})
     rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
     todo = [(bins, d) for bins in bins_list for d in DISTRIBUTIONS]
@@ -252,9 +252,12 @@ def main() -> int:
         cells["partition"] = timed(forced("partition", x, bins), reference, args.reps)
         if plannable_here("exchange", bins):
             cells["exchange"] = timed(forced("exchange", x, bins), reference, args.reps)
-        smallest = -(-bins // shared)  # blocks of the smallest cluster that holds the bins
+        # Blocks of the smallest cluster that holds the bins: tier cluster packs two counts a word, cluster_dsmem not.
+        smallest = -(-bins // (2 * shared))
+        if -(-bins // shared) <= 16:
+            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", x, bins, cluster_size=max(2, -(-bins // shared))),
+                                           reference, args.reps)
         if smallest <= 16:
-            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", x, bins, cluster_size=smallest), reference, args.reps)
             for size in sorted({smallest, min(smallest + 1, 16), min(2 * smallest, 16), 16}):
                 cells[f"cluster {size}"] = timed(forced("cluster", x, bins, cluster_size=size), reference, args.reps)
         failures += [f"{name} @ {bins} {distribution}" for name, (_, status) in cells.items() if status == "FAIL"]
@@ -265,9 +268,10 @@ def main() -> int:
     title = "# Plan thresholds, selected bin counts" if args.bins else "# Plan thresholds"
     lines = header(f"{title} (benchmarks/bench_plan.py)", failures, started)
     lines += [f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
-              f"first run took over 100 ms). One block holds {shared} bins; the largest cluster {largest}.",
-              "- `cluster k`: tier cluster forced to k blocks. `best/global`: the best cluster size over global atomics, "
-              "worst distribution; the planner uses the cluster tier where it is below 1. `partition / global` and "
+              f"first run took over 100 ms). One block holds {shared} bins ({2 * shared} in tier cluster); the "
+              f"largest cluster {largest}.",
+              "- `cluster k`: tier cluster forced to k blocks (16-bit counts: twice one block's bins a block). "
+              "`best/global`: the best cluster size over global atomics, worst distribution. `partition / global` and "
               "`global / partition`: each tier's worst distribution against the other; the planner takes the partition "
               "tier past the bins where the first is the smaller (kPartitionAutoMinBins). `exchange`: tier exchange at "
               "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "

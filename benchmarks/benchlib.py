@@ -218,15 +218,17 @@ def rotation(x: torch.Tensor, l2_bytes: int) -> List[torch.Tensor]:
 
 
 def device_boundaries() -> Tuple[int, int]:
-    """One block's shared-memory bins and the largest cluster's, on this device (the tier boundaries)."""
-    shared = torch.cuda.get_device_properties(0).shared_memory_per_block_optin // 4
+    """One block's shared-memory bins and the largest cluster's, on this device (the tier boundaries). Tier cluster
+    keeps counts as 16-bit halves of 32-bit words (8 a 16-byte vector), so its blocks hold twice tier shared's."""
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    shared = optin // 4
     cluster = torch_dsmhist.plan(shared + 1)
     largest = shared
     if cluster.tier == "cluster":
         for size in range(16, 1, -1):
             try:
                 with torch_dsmhist.force_tier("cluster", cluster_size=size):
-                    largest = torch_dsmhist.plan(shared * size).bins_per_block * size
+                    largest = torch_dsmhist.plan(optin // 16 * 8 * size).bins_per_block * size
                 break
             except ValueError:
                 continue

@@ -35,6 +35,18 @@ def cluster_available() -> bool:
     return torch_dsmhist.plan(shared_capacity() + 1).tier == "cluster"
 
 
+def cluster_block_capacity() -> int:
+    """Count bins one block of tier cluster holds: 16-bit counts, 8 a 16-byte vector of shared memory (116224 on an
+    H100, twice shared_capacity())."""
+    return torch.cuda.get_device_properties().shared_memory_per_block_optin // 16 * 8
+
+
+def block_capacity(tier: str) -> int:
+    """Count bins one block of a cluster tier holds: tier cluster packs them (cluster_block_capacity), tier
+    cluster_dsmem keeps 32-bit counts (shared_capacity)."""
+    return cluster_block_capacity() if tier == "cluster" else shared_capacity()
+
+
 @functools.lru_cache(maxsize=None)
 def max_cluster_size() -> int:
     """The largest cluster the cluster tier can launch here with full shared memory per block (0: no cluster tier)."""
@@ -43,7 +55,7 @@ def max_cluster_size() -> int:
     for size in range(16, 1, -1):
         try:
             with torch_dsmhist.force_tier("cluster", cluster_size=size):
-                torch_dsmhist.plan(shared_capacity() * size)
+                torch_dsmhist.plan(cluster_block_capacity() * size)
             return size
         except ValueError:
             continue

@@ -83,6 +83,38 @@ def test_cluster_hot_bins_at_block_edges(order, count_dtype, gen):
             assert torch.equal(hist.cpu(), start + expected), f"histogram_add_, cluster of {size}"
 
 
+@pytest.mark.parametrize("layout", ["dense", "sorted", "strided", "offset"])
+def test_cluster_packed_halves_of_one_word(layout, gen):
+    """Tier cluster keeps a block's counts as 16-bit halves of 32-bit words (local bin l and l + words share word l,
+    words = ceil(block bins / 8) * 4) and sweeps the halves past 2^14 into the output every few rounds. Both halves
+    of one word far past 2^16, beside cold bins, in clusters of 1 and 2 blocks: no carry from one half may reach the
+    other, and no count may be lost to a sweep."""
+    bins = 100003
+    for size in [s for s in cluster_sizes_for(bins) if s <= 2]:
+        block_bins = per_block(bins, size)
+        words = -(-block_bins // 8) * 4
+        hot = {}
+        for block in range(size):
+            first = block * block_bins
+            hot[first + 5] = 3 * WRAP + 1  # low half of word 5
+            hot[first + words + 5] = 5 * WRAP - 1  # high half of word 5
+            hot[first + words - 1] = WRAP  # the last low half, beside the first high half
+            hot[first + words] = WRAP + 3
+        x = hot_values(bins, hot, 300007, gen)
+        if layout == "sorted":
+            x = x.sort().values
+        expected = reference_histogram(x, bins)
+        x = x.cuda()
+        if layout == "strided":
+            x = torch.stack([x, torch.full_like(x, bins + 9)], 1).flatten()[::2]
+        elif layout == "offset":
+            x = torch.cat([x[:3], x])[3:]
+        with torch_dsmhist.force_tier("cluster", size):
+            assert torch_dsmhist.plan(bins).cluster_size == size
+            out = torch_dsmhist.histogram(x, bins)
+        assert torch.equal(out.cpu(), expected), f"cluster of {size}"
+
+
 def test_cluster_hot_bins_batched_rows(gen):
     bins = 120001
     sizes = cluster_sizes_for(bins)

@@ -14,7 +14,9 @@ from helpers import (
     TIER_NAMES,
     SUM_KINDS,
     adds_sums,
+    block_capacity,
     cluster_available,
+    cluster_block_capacity,
     deterministic_algorithms,
     exact_weights,
     global_tier_elements,
@@ -81,23 +83,26 @@ def test_every_tier_range_mode_with_weights(tier, dtype, gen):
 
 def test_auto_plan_at_tier_boundaries(gen):
     capacity = shared_capacity()
+    packed = cluster_block_capacity()  # tier cluster's 16-bit counts: twice tier shared's bins a block
     assert torch_dsmhist.plan(capacity).tier == "shared"
-    # Past one block: the cluster tier where it runs; without it, counts take tier partition.
+    # Past one block: the cluster tier where it runs (one block of packed counts up to `packed` bins); without it,
+    # counts take tier partition.
     counts_above = "cluster" if cluster_available() else "partition"
     assert torch_dsmhist.plan(capacity + 1, dtype=torch.float32).tier == counts_above
-    # The measured limit of the automatic cluster tier: 4 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
-    # input binned by a range (integer input binned by value takes tier exchange there: test_exchange.py).
-    assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).tier == counts_above
-    # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 4 blocks of an H100), weighted sums global.
-    assert torch_dsmhist.plan(4 * capacity + 1, dtype=torch.float32).tier == (
-        "partition" if 4 * capacity >= 232448 or not cluster_available() else "global")
-    assert torch_dsmhist.plan(4 * capacity + 1, weight_dtype=torch.float32).tier == "global"
+    # The measured limit of the automatic cluster tier: 2 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
+    # input binned by a range (integer input binned by value takes tier exchange past one block: test_exchange.py).
+    assert torch_dsmhist.plan(2 * packed, dtype=torch.float32).tier == counts_above
+    # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 2 blocks of an H100), weighted sums global.
+    assert torch_dsmhist.plan(2 * packed + 1, dtype=torch.float32).tier == (
+        "partition" if 2 * packed >= 232448 or not cluster_available() else "global")
+    assert torch_dsmhist.plan(2 * packed + 1, weight_dtype=torch.float32).tier == "global"
     if not cluster_available():  # integer input by value too (no exchange), and only from 2^23 values
         assert torch_dsmhist.plan(capacity + 1).tier == "partition"
         assert torch_dsmhist.plan(capacity + 1, n=(1 << 23) - 1).tier == "global"
         assert torch_dsmhist.plan(capacity + 1, n=1 << 23).tier == "partition"
     if cluster_available():
-        assert torch_dsmhist.plan(4 * capacity, dtype=torch.float32).cluster_size == 4
+        for bins, size in ((capacity + 1, 1), (packed, 1), (packed + 1, 2), (2 * packed, 2)):
+            assert torch_dsmhist.plan(bins, dtype=torch.float32).cluster_size == size, bins
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
     assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
     # Weighted and deterministic sums never take the cluster tier (kClusterAutoMaxBlocksForSums, 1): past tier shared
@@ -109,24 +114,38 @@ def test_auto_plan_at_tier_boundaries(gen):
             assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier == "global"
             with deterministic_algorithms(True):
                 assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier == "global"
-    for bins in (capacity - 1, capacity, capacity + 1, 4 * capacity, 4 * capacity + 1):
+    for bins in (capacity - 1, capacity, capacity + 1, packed, packed + 1, 2 * packed, 2 * packed + 1):
         x = make_index_values(200003, bins, torch.int64, "uniform", gen).cuda()
         assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), bins
 
 
 def test_plan_reports_cluster_layout():
+    """Tier cluster keeps counts as 16-bit halves of 32-bit words, rounded up to 16-byte vectors (8 bins): one block
+    holds every bin up to cluster_block_capacity(); tier cluster_dsmem and sums keep 4 bytes a bin."""
     if not cluster_available():
         pytest.skip("no cluster tier on this device / build")
     bins = 100003
     auto = torch_dsmhist.plan(bins)
+    assert (auto.tier, auto.cluster_size, auto.bins_per_block) == ("cluster", 1, bins)
+    assert auto.shared_bytes_per_block == -(-bins // 8) * 16
+    with torch_dsmhist.force_tier("cluster", 3):
+        three = torch_dsmhist.plan(bins)
+    assert three.bins_per_block == -(-bins // 3) and three.shared_bytes_per_block == -(-three.bins_per_block // 8) * 16
+    with torch_dsmhist.force_tier("cluster"):
+        sums = torch_dsmhist.plan(bins, weight_dtype=torch.float32)
     with torch_dsmhist.force_tier("cluster_dsmem"):
         dsmem = torch_dsmhist.plan(bins)
-    assert auto.tier == "cluster" and dsmem.tier == "cluster_dsmem"
-    for p in (auto, dsmem):
+    assert dsmem.tier == "cluster_dsmem"
+    for p in (sums, dsmem):
         assert p.cluster_size >= 2
         assert p.bins_per_block == -(-bins // p.cluster_size)
         assert p.shared_bytes_per_block == p.bins_per_block * 4
+    for p in (auto, three, sums, dsmem):
         assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
+    with torch_dsmhist.force_tier("cluster", 1):
+        assert torch_dsmhist.plan(cluster_block_capacity()).cluster_size == 1
+        with pytest.raises(ValueError, match="cluster"):
+            torch_dsmhist.plan(cluster_block_capacity() + 1)
 
 
 def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
@@ -499,9 +518,9 @@ def test_forced_tier_that_cannot_hold_the_bins_raises(gen):
     if cluster_available():
         for tier in CLUSTER_TIERS:
             with torch_dsmhist.force_tier(tier, 2), pytest.raises(ValueError, match="cluster"):
-                torch_dsmhist.histogram(x, shared_capacity() * 2 + 1)
+                torch_dsmhist.histogram(x, block_capacity(tier) * 2 + 1)
             with torch_dsmhist.force_tier(tier), pytest.raises(ValueError, match="cluster"):
-                torch_dsmhist.histogram(x, shared_capacity() * 16 + 1)
+                torch_dsmhist.histogram(x, block_capacity(tier) * 16 + 1)
 
 
 def test_build_takes_the_expected_path():
@@ -520,7 +539,7 @@ def test_build_takes_the_expected_path():
 def test_sixteen_block_clusters(tier, gen):
     if not cluster_available() or max_cluster_size() < 16:
         pytest.skip("this device does not run 16-block clusters")
-    bins = shared_capacity() * 15 + 7  # needs all 16 blocks of tier cluster; not a multiple of 16
+    bins = block_capacity(tier) * 15 + 7  # needs all 16 blocks of a cluster tier; not a multiple of 16
     if not plannable(tier, 16, bins):  # tier exchange keeps its staging beside the bins: half as many a block
         bins = shared_capacity() * 15 // 2 + 7
     x = make_index_values(400009, bins, torch.int32, "uniform", gen).cuda()

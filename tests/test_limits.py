@@ -12,12 +12,12 @@ from conftest import DEVICES, cuda_only
 from helpers import (
     adds_sums,
     cluster_available,
+    cluster_block_capacity,
     deterministic_algorithms,
     make_index_values,
     make_range_values,
     max_cluster_size,
     reference_histogram,
-    shared_capacity,
     tier_variants,
 )
 
@@ -235,7 +235,7 @@ def test_largest_cluster_the_device_allows(gen):
         pytest.skip("no cluster tier on this device / build")
     largest = max_cluster_size()
     assert largest >= 2
-    capacity = shared_capacity()
+    capacity = cluster_block_capacity()  # count bins a block of tier cluster holds
     bins = capacity * (largest - 1) + 3  # needs every block of the largest cluster
     x = make_index_values(300007, bins, torch.int32, "uniform", gen).cuda()
     with torch_dsmhist.force_tier("cluster"):
@@ -254,7 +254,7 @@ def test_device_that_cannot_run_16_block_clusters(gen):
     """Planned as on a device whose largest cluster is 8 (max_cluster_size): no plan may use more."""
     if not cluster_available():
         pytest.skip("no cluster tier on this device / build")
-    capacity = shared_capacity()
+    capacity = cluster_block_capacity()  # count bins a block of tier cluster holds
     x = make_index_values(200003, capacity * 16, torch.int32, "uniform", gen).cuda()
     with torch_dsmhist.force_tier("cluster", 16, max_cluster_size=8), pytest.raises(ValueError, match="cluster size"):
         torch_dsmhist.histogram(x, capacity * 16)
@@ -265,9 +265,10 @@ def test_device_that_cannot_run_16_block_clusters(gen):
         assert torch_dsmhist.plan(bins).cluster_size == 8
         out = torch_dsmhist.histogram(x, bins)
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
-    # The automatic plan: 2-block clusters only, so bins needing 3 blocks go to global atomics.
-    bins = capacity * 2 + 1
-    with torch_dsmhist.force_tier("auto", max_cluster_size=2):
+    # The automatic plan on a device of 1-block clusters: bins needing 2 blocks go to global atomics (the exchange
+    # needs 8 blocks, the partition takes counts only past 232448 bins).
+    bins = capacity + 1
+    with torch_dsmhist.force_tier("auto", max_cluster_size=1):
         assert torch_dsmhist.plan(bins).tier == "global"
         out = torch_dsmhist.histogram(x, bins)
     assert torch.equal(out.cpu(), reference_histogram(x, bins))

@@ -145,6 +145,22 @@ def partition_item_cases(gen: torch.Generator):
                lambda d=x, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(x, bins))
 
 
+def packed_sweep_cases(gen: torch.Generator):
+    """Tier cluster's 16-bit counts swept into the output between rounds: clusters of 1 and 2 blocks whose work
+    items are long enough for several sweeps (2 x the block's bins each), Zipf ranks with a hot bin in a high half
+    (past 2^14 in a block between sweeps, so the sweeps move counts), dense and strided."""
+    if not cluster_available():
+        return
+    for size, bins in ((1, 100003), (2, 200003)):
+        zipf = make_index_values(1_000_003, bins, torch.int32, "zipf", gen)
+        hot = torch.full((300_007,), bins // size - 3, dtype=torch.int32)  # the block's last bins: a high half
+        values = torch.cat([zipf, hot])
+        x = values[torch.randperm(values.numel(), generator=gen)].cuda()
+        for what, data in (("dense", x), ("strided", x[::2])):
+            yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
+                   lambda d=data, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(data, bins))
+
+
 def long_weighted_sum_cases(gen: torch.Generator):
     """Tier global's body for long weighted float sums (a cache that claims a slot on a bin's second add, read one
     vector at a time): 33 elements a thread on this GPU's full grid, Zipf ranks over 65539 bins, float32 and float64
@@ -212,7 +228,8 @@ def main() -> int:
     failures = 0
     count = 0
     for name, tier, size, call, expected in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
-                                                          partition_item_cases(gen), long_weighted_sum_cases(gen),
+                                                          partition_item_cases(gen), packed_sweep_cases(gen),
+                                                          long_weighted_sum_cases(gen),
                                                           bin_index_cases(gen), edges_cases(gen)):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue

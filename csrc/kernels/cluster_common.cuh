@@ -25,11 +25,10 @@ struct ClusterSlice {
   int64_t owned;
 };
 
-// The prologue of a cluster tier kernel: this block's slice of the bins, zeroed by this block's threads. The caller
-// puts the barrier after it that its adds need (a block barrier for local adds, a cluster barrier for remote ones).
+// The bins this block of its cluster owns (not zeroed: cluster_slice zeroes them).
 template <typename Acc>
-__device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_groups::cluster_group& cluster,
-                                                           const HistogramParams& p) {
+__device__ __forceinline__ ClusterSlice<Acc> owned_slice(const cooperative_groups::cluster_group& cluster,
+                                                         const HistogramParams& p) {
   ClusterSlice<Acc> slice;
   slice.bins = shared_bins<Acc>();
   slice.cluster_size = cluster.num_blocks();
@@ -37,26 +36,34 @@ __device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_gro
   slice.first = int64_t(cluster.block_rank()) * slice.per_block;
   slice.owned = slice.first >= p.bins ? 0 : (p.bins - slice.first < slice.per_block ? p.bins - slice.first
                                                                                      : slice.per_block);
+  return slice;
+}
+
+// The prologue of a cluster tier kernel: this block's slice of the bins, zeroed by this block's threads. The caller
+// puts the barrier after it that its adds need (a block barrier for local adds, a cluster barrier for remote ones).
+template <typename Acc>
+__device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_groups::cluster_group& cluster,
+                                                           const HistogramParams& p) {
+  const ClusterSlice<Acc> slice = owned_slice<Acc>(cluster, p);
   zero_bins(slice.bins, slice.owned);
   return slice;
 }
 #endif
 
-// The smallest cluster (or the forced size) of `tier` whose blocks' shared memory holds the bins and that can be
-// resident.
-inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, HistogramPlan* plan, cudaError_t* cuda_error) {
+// The smallest cluster from `smallest` blocks (or the forced size) of `tier` whose blocks' shared memory holds the
+// bins, `block_bytes(block_bins)` a block, and that can be resident.
+template <typename BlockBytes>
+inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, BlockBytes block_bytes,
+                              HistogramPlan* plan, cudaError_t* cuda_error) {
   const PlanRequest& request = ctx.request;
-  const int64_t acc_bytes = accumulator_bytes(request.acc);
   int sizes[kMaxClusterSize];
   int count = 0;
   if (request.forced_cluster_size > 0) {
     sizes[count++] = request.forced_cluster_size;
   } else {
-    for (int size = 2; size <= kMaxClusterSize; ++size) sizes[count++] = size;
+    for (int size = smallest; size <= kMaxClusterSize; ++size) sizes[count++] = size;
   }
-  return fit_first_cluster_size(
-      ctx, tier, sizes, count, kBlockThreads, INT64_MAX,
-      [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; }, plan, cuda_error);
+  return fit_first_cluster_size(ctx, tier, sizes, count, kBlockThreads, INT64_MAX, block_bytes, plan, cuda_error);
 }
 
 // A worker is a cluster. `readers`: how many blocks of a cluster split an item's elements (all of them in tier

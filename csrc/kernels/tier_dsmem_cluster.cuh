@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
 
 inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* cuda_error) {
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
-  return detail::fit_cluster(ctx, Tier::kClusterDsmem, plan, cuda_error);
+  const int64_t acc_bytes = accumulator_bytes(ctx.request.acc);
+  return detail::fit_cluster(
+      ctx, Tier::kClusterDsmem, /*smallest=*/2, [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; },
+      plan, cuda_error);
 }
 
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,

@@ -10,8 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cluster_common.cuh"
+#include "packed_counts.cuh"
 #include "policies.cuh"
 #include "tier_host.h"
 #include "traversal.cuh"
@@ -19,12 +21,27 @@
 namespace dsmhist {
 namespace owned_range_cluster_tier {
 
+// Whether the tier's blocks hold Policy's sums as packed 16-bit counts: counts.
+template <typename Policy>
+constexpr bool kPacksCounts = std::is_same<Policy, detail::CountPolicy>::value;
+
+inline bool packs_counts(AccKind acc) { return acc == AccKind::kCount; }
+
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   using Acc = typename Policy::Acc;
   const cg::cluster_group cluster = cg::this_cluster();
+  if constexpr (kPacksCounts<Policy>) {
+    const detail::ClusterSlice<uint32_t> range = detail::owned_slice<uint32_t>(cluster, p);
+    const detail::PackedBins bins{range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block))};
+    detail::zero_bins(bins.words, bins.count);
+    __syncthreads();  // no thread may count into a word another thread has not zeroed yet
+    detail::count_packed<T, Policy>(p, bins, range.first, static_cast<uint32_t>(range.owned),
+                                    blockIdx.x / range.cluster_size, gridDim.x / range.cluster_size);
+    return;
+  }
   const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
   const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
   __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
@@ -52,21 +69,34 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).
 }
 
-// Forced: any cluster that holds the bins. Automatic: only up to kClusterAutoMaxBlocks blocks' worth of bins for counts,
-// kClusterAutoMaxBlocksForSums (1: never past tier shared) for sums, where it beats global atomics (tuning.h).
-inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
-  if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
-  const int64_t shared_capacity = ctx.caps.shared_optin / accumulator_bytes(ctx.request.acc);
-  const int64_t auto_max_blocks =
-      ctx.request.acc == AccKind::kCount ? kClusterAutoMaxBlocks : kClusterAutoMaxBlocksForSums;
-  if (automatic && ctx.request.bins > auto_max_blocks * shared_capacity) return PlanStatus::kClusterTooSmall;
-  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
-  return detail::fit_cluster(ctx, Tier::kCluster, plan, cuda_error);
+// Shared memory of a block of `block_bins` bins.
+inline int64_t block_bytes(AccKind acc, int64_t block_bins) {
+  return packs_counts(acc) ? detail::packed_words(block_bins) * 4 : block_bins * accumulator_bytes(acc);
 }
 
+// Forced: any cluster that holds the bins, from one block for counts (two for sums, where one block is tier shared).
+// Automatic: only up to kClusterAutoMaxBlocks blocks' worth of bins for counts, kClusterAutoMaxBlocksForSums (1:
+// never past tier shared) for sums, where it beats the other tiers (tuning.h).
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
+  if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
+  const AccKind acc = ctx.request.acc;
+  // 8 packed counts a 16-byte vector (116224 on an H100), else the accumulators that fit.
+  const int64_t block_capacity =
+      packs_counts(acc) ? ctx.caps.shared_optin / 16 * 8 : ctx.caps.shared_optin / accumulator_bytes(acc);
+  const int64_t auto_max_blocks = packs_counts(acc) ? kClusterAutoMaxBlocks : kClusterAutoMaxBlocksForSums;
+  if (automatic && ctx.request.bins > auto_max_blocks * block_capacity) return PlanStatus::kClusterTooSmall;
+  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
+  return detail::fit_cluster(
+      ctx, Tier::kCluster, /*smallest=*/packs_counts(acc) ? 1 : 2,
+      [acc](int64_t block_bins) { return block_bytes(acc, block_bins); }, plan, cuda_error);
+}
+
+// Packed counts add into the output at every sweep, so they never store a row whole; their work items are worth a
+// block from a quarter of the elements a plain block's are (kPackedItemBinsDivisor, tuning.h).
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool may_store, LaunchShape* shape) {
-  return detail::shape_cluster(p, ctx, plan, acc, may_store, /*readers=*/1, /*item_bins=*/plan.bins_per_block, shape);
+  const int64_t item_bins = packs_counts(acc) ? plan.bins_per_block / kPackedItemBinsDivisor : plan.bins_per_block;
+  return detail::shape_cluster(p, ctx, plan, acc, may_store && !packs_counts(acc), /*readers=*/1, item_bins, shape);
 }
 
 // One kernel, no workspace: the common launch.

@@ -41,6 +41,22 @@ __device__ __forceinline__ ItemSpan<T> item_span(const InputDescription& in, int
                      row};
 }
 
+// A unit-stride row of n elements from `input`, as 16-byte vectors: `head` elements before its first vector boundary,
+// then `vectors` whole vectors, then the tail from `tail_start` (head and tail under a vector each).
+struct VectorSplit {
+  int64_t head, vectors, tail_start;
+};
+
+template <typename T>
+__device__ __forceinline__ VectorSplit split_into_vectors(const T* input, int64_t n) {
+  constexpr int kPerVector = 16 / sizeof(T);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(input);
+  int64_t head = static_cast<int64_t>(((16 - address % 16) % 16) / sizeof(T));
+  if (head > n) head = n;
+  const int64_t vectors = (n - head) / kPerVector;
+  return VectorSplit{head, vectors, head + vectors * kPerVector};
+}
+
 // Calls visit(value, weight_offset) for every element of the row of `span` that thread `rank` of `count` threads
 // owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element), a batch of
 // kInFlight at a time; with `prefetch`, L2 is asked for the next batch while this one is binned.
@@ -56,11 +72,8 @@ __device__ __forceinline__ void for_each_element(const InputDescription& p, cons
     return;
   }
   constexpr int kPerVector = 16 / sizeof(T);
-  const uintptr_t address = reinterpret_cast<uintptr_t>(input);
-  int64_t head = static_cast<int64_t>(((16 - address % 16) % 16) / sizeof(T));
-  if (head > n) head = n;
-  const int64_t vectors = (n - head) / kPerVector;
-  const int64_t tail_start = head + vectors * kPerVector;
+  const VectorSplit split = split_into_vectors(input, n);
+  const int64_t head = split.head, vectors = split.vectors, tail_start = split.tail_start;
   const int64_t w = span.weight_base;
 
   // The head and the tail together are under 2 * kPerVector elements: a few threads take one each.

@@ -61,17 +61,34 @@ constexpr int kGlobalSumsVectorsInFlight = 1;
 
 // ----- Cluster tiers -----------------------------------------------------------------------------------------------
 
-// The most blocks of a cluster the automatic plan uses; past them it takes global atomics. Every block of a cluster
-// reads the whole input, so the cluster tier costs ~0.3 ms per block on 2^28 int32 values whatever the data, while the
-// global tier (run merging and a hot-bin cache) costs 3.3 ms on uniform data but 0.49 ms with one hot bin and
-// 0.7 ms sorted. Measured by benchmarks/bench_plan.py on an H100 80GB HBM3 (RESULTS.md section "Plan thresholds",
-// commit 80de822, 2026-11-22), ms of cluster / global on its worst distribution (one hot bin) and on uniform data:
-//   2 blocks (65536 bins):          one hot 0.49 / 0.49, uniform 0.59 / 3.47  -> cluster (global 5.9x slower)
-//   3 blocks (131072):              one hot 0.89 / 0.49, uniform 0.96 / 3.28  -> cluster (1.8x worst vs 3.4x)
-//   4 blocks (forced, 131072):      one hot 1.13 / 0.49, uniform 1.23 / 3.28  -> cluster (2.3x worst vs 2.7x)
-//   5 blocks (262144):              one hot 1.53 / 0.49, uniform 1.66 / 3.28  -> global  (3.1x worst vs 2.0x)
-// The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 4 blocks.
-constexpr int kClusterAutoMaxBlocks = 4;
+// The most blocks of a cluster the automatic plan uses for counts, in blocks of 16-bit counts (packed_counts.cuh:
+// 116224 bins a block on an H100; 232448 for 2 blocks, where the partition tier starts). Every block of a cluster
+// reads the whole input, so each block past the first costs ~0.3-0.5 ms per 2^28 int32 values whatever the data.
+// Measured by benchmarks/bench_plan.py on an H100 80GB HBM3 (RESULTS.md sections "Plan thresholds" and "Plan
+// thresholds, selected bin counts", 2026-11-24, 2^28 int32, median ms; NOTES.md "Tier cluster: 16-bit counts"):
+//   1 block (58113-116224 bins):  uniform 0.438-0.494, normal 0.435-0.489, one hot 0.397-0.445, zipf 0.442-0.498,
+//                                 sorted 0.391-0.439; the 32-bit counts' 2 blocks took 0.601-0.611 / 0.601-0.610 /
+//                                 0.501-0.516 / 0.584-0.593 / 0.484-0.487 (old and new trees timed in turn, one run)
+//   2 blocks (232448 bins):       uniform 0.907, normal 0.902, one hot 0.687, zipf 0.896, sorted 0.688; partition
+//                                 1.18 / 1.40 / 0.483 / 1.31 / 0.816  -> cluster (1.42x the partition on one hot;
+//                                 the partition 1.55x it on normal)
+//   3 blocks (262144 bins):       uniform 1.39, normal 1.38, one hot 1.02, zipf 1.34, sorted 1.02; partition 1.24 /
+//                                 1.38 / 0.482 / 1.32 / 0.826  -> partition (the cluster 2.1x on one hot; the
+//                                 partition at most 1.0x it)
+// The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 2 blocks. (Integer
+// input binned by value takes tier exchange from 116225 bins, asked first: kExchangeAutoMinBins.)
+constexpr int kClusterAutoMaxBlocks = 2;
+// A work item of tier cluster's 16-bit counts is worth a block from bins_per_block / 2 elements (the cluster tiers'
+// rule, 2 x item bins, with item bins = bins_per_block / kPackedItemBinsDivisor), not 2 x bins_per_block: more blocks
+// share a small call, each flushing up to twice as many bins. Device time per call on the H100 80GB HBM3 (CUDA-graph
+// replay, 2026-11-24, tier cluster forced, int32, us, uniform / one hot), divisor 1 / 2 / 4 / 8:
+//   65536 bins (1 block):   2^21 39.0 / 31.4 / 29.1 / 27.4 and 26.2 / 17.6 / 12.7 / 10.9; 2^22 42.3 / 36.7 / 35.7 /
+//                           36.2 and 26.6 / 18.0 / 12.9 / 13.0; 2^23 47.9 / 43.9 / 44.9 / 45.0; 2^24 58.8-59.6
+//   116224 (1 block):       2^21 67.8 / 48.1 / 45.0 / 36.7; 2^22 70.5 / 56.8 / 50.3 / 44.8; 2^23 79.4 / 62.3 / 60.1 /
+//                           60.1 and 49.9 / 31.3 / 21.9 / 21.9; 2^24 91.4 / 80.8 / 80.8 / 80.9
+//   174336 (2 blocks):      2^21 53.6 / 44.9 / 36.4 / 32.2; 2^22 61.7 / 51.3 / 46.9 / 46.9; 2^23 69.3 / 64.0 (all)
+// From 2^26 values every divisor fills the grid (the same time). 8 gains at 2^21-2^22 what it loses at 2^23.
+constexpr int64_t kPackedItemBinsDivisor = 4;
 // Weighted and deterministic sums never take the cluster tier automatically (1 block: tier shared's bins): past one
 // block tier global, whose cache of hot bins holds sums too, has the smaller worst case. bench_plan.py --weighted
 // (RESULTS.md "Plan thresholds for weighted sums", H100, 2026-11-24, 2^28 int32, integer weights, with the long sums'
@@ -134,7 +151,15 @@ constexpr int64_t kExchangeBlockBins = 16384;
 // 640000 is the most a 16-block cluster holds for 4-byte input (40000 bins a block beside the staging): past it the
 // partition. As between the other tiers, the plan takes the tier whose worst case against the other is smaller. One
 // hot bin is slower than the partition from 232449 bins (0.57-0.58 ms against 0.49).
-constexpr int64_t kExchangeAutoMinBins = 116225;  // past 2 blocks of 58112 bins: the cluster tier's third block
+// Against tier cluster's 16-bit counts (2 blocks up to 232448 bins), bench_plan.py --bins 116225 131072 196608
+// 232448 ... (RESULTS.md "Plan thresholds, selected bin counts", 2026-11-24), exchange / cluster 2:
+//   116225: uniform 0.879 / 0.825, zipf 0.880 / 0.813, one hot 0.524 / 0.609, sorted 0.621 / 0.609  -> exchange
+//           (the cluster 1.16x it on one hot; it 1.08x the cluster on Zipf)
+//   131072: uniform 0.888 / 0.823, zipf 0.881 / 0.811, one hot 0.524 / 0.609  -> exchange (1.16x against 1.09x)
+//   196608: uniform 0.892 / 0.857, one hot 0.581 / 0.632, sorted 0.704 / 0.633  -> a tie (1.09x against 1.11x)
+//   232448: uniform 0.896 / 0.908, one hot 0.578 / 0.687, sorted 0.688 / 0.687  -> exchange (1.19x against 1.01x)
+// so the window stays; the cluster's 16-bit counts take what the exchange does not (input binned by a range).
+constexpr int64_t kExchangeAutoMinBins = 116225;  // past one block of 16-bit counts (116224 bins): the cluster's second
 constexpr int64_t kExchangeAutoMaxBins = 640000;  // 16 blocks of 40000: its capacity for 4-byte input
 // ... and only for a histogram of at least kExchangeAutoMinElements elements: zeroing and flushing every cluster's
 // bins costs ~40 us a call. bench_plan.py --small (RESULTS.md "Plan thresholds, small calls", H100 80GB HBM3,
@@ -182,18 +207,16 @@ constexpr int64_t kPartitionDirectRatio = 8;
 // only at 4M bins Zipf 5.77 (129 chunks for 132 blocks: the hot chunk got 4 items), two rounds 0.89.
 constexpr int kPartitionItemRoundsTried = 3;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
-// ends on the H100 (kClusterAutoMaxBlocks blocks of 58112 bins). Measured by benchmarks/bench_plan.py on the H100
-// 80GB HBM3 (RESULTS.md "Plan thresholds", sixth version of the tier, 2026-11-23; 2^28 int32, median ms, partition /
-// global):
+// ends on the H100 (kClusterAutoMaxBlocks blocks of 116224 16-bit counts). Measured by benchmarks/bench_plan.py on
+// the H100 80GB HBM3 (RESULTS.md "Plan thresholds", sixth version of the tier, 2026-11-23; 2^28 int32, median ms,
+// partition / global):
 //   262144:   uniform 1.24 / 3.30, normal 1.38 / 3.25, zipf 1.32 / 3.63, one hot 0.49 / 0.49, sorted 0.83 / 0.67
 //   1048576:  uniform 1.13 / 3.29, normal 1.34 / 3.28, zipf 1.50 / 4.06, one hot 0.49 / 0.49, sorted 0.94 / 0.92
 //   4194304:  uniform 1.34 / 4.50, normal 1.55 / 3.41, zipf 1.74 / 5.60, one hot 0.51 / 0.50, sorted 1.00 / 0.80
 //   16777216: uniform 2.21 / 16.0, normal 2.37 / 11.6, zipf 2.33 / 8.33, one hot 0.71 / 0.53, sorted 1.29 / 0.90
 // As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
 // (1.02-1.44x global past 232448 bins: sorted) against global's (2.7-7.2x the partition: uniform or Zipf).
-// Against the cluster tier: at 131072-174336 bins (3 blocks) the cluster's worst is one hot, 0.90 / 0.49 (1.84x),
-// the partition's normal, 1.50 / 0.95 (1.57x): close, the plan keeps the cluster (faster on 4 of 5 distributions).
-// At 4 blocks (cluster 4 forced at 131072: one hot 1.13, uniform 1.23) the partition would win; not yet moved.
+// Against the cluster tier: beside kClusterAutoMaxBlocks.
 // Without the cluster tiers (a GPU before sm_90, or a binary without sm_90 code: tier_partition.cuh, auto_min_bins) the
 // partition takes counts from past tier shared. An 8.0+PTX build on the H100 80GB HBM3 (2026-11-24, 2^28 int32,
 // median ms, partition / global; NOTES.md "The partition without the cluster tiers"):

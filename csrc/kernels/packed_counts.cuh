@@ -1,0 +1,225 @@
+// Counts packed two to a 32-bit shared-memory word, for tier cluster (tier_owned_range_cluster.cuh): a block holds
+// twice the bins of 32-bit counters (116224 on an H100), so a cluster needs half the blocks, and every block of it
+// reads the input once less. A count is a 16-bit half of its word, added to by a 32-bit shared atomic whose result
+// no thread waits for. No half may reach 2^16 (it would carry into its neighbour), so the block sweeps its words
+// every few rounds of its reads: the part of each half at or above kPackedSweepFloor moves to the output. After a
+// sweep every half is below the floor, and before the next the block reads at most kPackedSweepValues values, so no
+// half can wrap: kPackedSweepFloor - 1 + kPackedSweepValues < 2^16. (An earlier try, NOTES.md section 2, spilled each
+// wrap as it happened from the atomic's returned value; every add then waited for it.)
+// Device code only; no torch header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../common/binning.h"
+#include "../common/call.h"
+#include "traversal.cuh"
+#include "tuning.h"
+
+namespace dsmhist {
+namespace detail {
+
+// The most values a block reads between two sweeps, and the part of a half a sweep moves out.
+constexpr uint32_t kPackedSweepFloor = 16384;
+constexpr uint32_t kPackedSweepMask = 0xc000c000u;  // each half's bits at or above kPackedSweepFloor
+constexpr int64_t kPackedSweepValues = 65536 - kPackedSweepFloor;
+static_assert(kPackedSweepMask == (~(kPackedSweepFloor - 1) & 0xffffu) * 0x10001u, "the mask is the floor's");
+
+// 16-byte vectors of input a thread loads per round: as many as kVectorsInFlight while a round of the block stays
+// within the values a sweep allows (1-byte input: fewer).
+template <typename T>
+__host__ __device__ constexpr int packed_vectors_in_flight() {
+  int k = kVectorsInFlight;
+  while (k > 1 && int64_t(kBlockThreads) * k * int64_t(16 / sizeof(T)) > kPackedSweepValues) --k;
+  return k;
+}
+
+// Rounds between two sweeps (a round: every thread of a block loads and counts its packed_vectors_in_flight vectors).
+template <typename T>
+__host__ __device__ constexpr int packed_rounds_per_sweep() {
+  return static_cast<int>(kPackedSweepValues /
+                          (int64_t(kBlockThreads) * packed_vectors_in_flight<T>() * int64_t(16 / sizeof(T))));
+}
+
+// Words of `block_bins` packed bins: half of them, rounded up to whole 16-byte vectors (the sweep reads vectors).
+__host__ __device__ inline int64_t packed_words(int64_t block_bins) { return (block_bins + 7) / 8 * 4; }
+
+// A block's packed bins: local bin l < words in the low half of word l, the others in the high half of word
+// l - words (neighbouring bins sit in neighbouring words, so in different banks).
+struct PackedBins {
+  uint32_t* words;
+  uint32_t count;  // words (a multiple of 4)
+
+  // Adds n (at most 2^15) to local bin `local`.
+  __device__ __forceinline__ void add(uint32_t local, uint32_t n) const {
+    const bool high = local >= count;
+    atomicAdd(words + (high ? local - count : local), high ? n << 16 : n);
+  }
+
+  // Adds the counts at or above kPackedSweepFloor into output bins [base, base + 2 * count) (base: local bin 0) and
+  // leaves the rest. The block's threads take disjoint words; the caller puts a barrier on each side.
+  template <typename Policy>
+  __device__ __forceinline__ void sweep(const HistogramParams& p, int64_t base) const {
+    uint4* vectors = reinterpret_cast<uint4*>(words);
+    for (uint32_t v = threadIdx.x; v < count / 4; v += blockDim.x) {
+      uint4 q = vectors[v];
+      if (((q.x | q.y | q.z | q.w) & kPackedSweepMask) == 0u) continue;
+      uint32_t lanes[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t moved = lanes[j] & kPackedSweepMask;
+        lanes[j] -= moved;
+        const int64_t w = int64_t(v) * 4 + j;
+        if ((moved & 0xffffu) != 0u) Policy::add_global(p, base + w, moved & 0xffffu);
+        if ((moved >> 16) != 0u) Policy::add_global(p, base + count + w, moved >> 16);
+      }
+      vectors[v] = make_uint4(lanes[0], lanes[1], lanes[2], lanes[3]);
+    }
+  }
+
+  // Adds every count into output bins [base, ...) and zeroes the words (each thread its own words: no barrier).
+  template <typename Policy>
+  __device__ __forceinline__ void flush(const HistogramParams& p, int64_t base) const {
+    for (uint32_t w = threadIdx.x; w < count; w += blockDim.x) {
+      const uint32_t both = words[w];
+      words[w] = 0u;
+      if ((both & 0xffffu) != 0u) Policy::add_global(p, base + w, both & 0xffffu);
+      if ((both >> 16) != 0u) Policy::add_global(p, base + count + w, both >> 16);
+    }
+  }
+};
+
+// Visits the elements of the row of `span` that this block takes, as for_each_element does (block_first: the
+// block's first rank, `count` ranks in all, this thread's rank block_first + threadIdx.x; `count` is at least 32
+// vectors' elements), in rounds of at most packed_vectors_in_flight<T>() vectors (or as many elements) a thread,
+// calling between_rounds() after each. Every thread of the block takes the same rounds, so between_rounds may hold
+// block barriers, and every lane of a warp calls the visitors together (a lane with no element passes `valid`
+// false), so they may vote: visit_vector(values, valid) for a 16-byte vector of the row's aligned body,
+// visit_one(value, valid) for an element of a strided row or of the unaligned head and tail (a round of their own).
+template <typename T, typename VisitVector, typename VisitOne, typename BetweenRounds>
+__device__ __forceinline__ void for_each_element_in_rounds(const InputDescription& p, const ItemSpan<T>& span,
+                                                           int64_t block_first, int64_t count,
+                                                           VisitVector&& visit_vector, VisitOne&& visit_one,
+                                                           BetweenRounds&& between_rounds) {
+  constexpr int kInFlight = packed_vectors_in_flight<T>();
+  constexpr int kPerVector = 16 / sizeof(T);
+  const T* __restrict__ input = span.input;
+  const int64_t n = p.row_length;
+  const int64_t rank = block_first + threadIdx.x;
+  if (!p.unit_stride()) {
+    for (int64_t start = block_first; start < n; start += count * kInFlight * kPerVector) {
+#pragma unroll 4
+      for (int k = 0; k < kInFlight * kPerVector; ++k) {
+        const int64_t i = start + threadIdx.x + k * count;
+        visit_one(i < n ? input[i * p.inner_input_stride] : T{}, i < n);
+      }
+      between_rounds();
+    }
+    return;
+  }
+  const VectorSplit split = split_into_vectors(input, n);
+  const int64_t head = split.head, vectors = split.vectors, tail_start = split.tail_start;
+  if (head > 0 || tail_start < n) {  // under a vector each: one element a thread at most
+    visit_one(rank < head ? input[rank] : T{}, rank < head);
+    visit_one(tail_start + rank < n ? input[tail_start + rank] : T{}, tail_start + rank < n);
+    between_rounds();
+  }
+  union Vector {
+    uint4 raw;
+    T values[kPerVector];
+  };
+  const uint4* __restrict__ body = reinterpret_cast<const uint4*>(input + head);
+  for (int64_t start = block_first; start < vectors; start += count * kInFlight) {
+    Vector batch[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      const int64_t v = start + threadIdx.x + k * count;
+      batch[k].raw = v < vectors ? __ldg(body + v) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) visit_vector(batch[k].values, start + threadIdx.x + k * count < vectors);
+    between_rounds();
+  }
+}
+
+// Counts the values of bins [first_bin, first_bin + owned) of a worker's items (first_item, first_item +
+// item_stride, ...; the worker: this block, or the cluster whose blocks all read the same items) into `bins`,
+// flushing into the output before an item of another output row (or every item, with p.flush_each_item) and at the
+// end. `bins` must be zeroed, with a barrier after, before the call.
+//
+// A warp whose lanes all add to one bin (one hot bin; sorted runs) adds once: lanes adding to one address would
+// otherwise wait in turn, since an add of two sizes (1 or 2^16, by half) is no increment the hardware merges.
+template <typename T, typename Policy>
+__device__ __forceinline__ void count_packed(const HistogramParams& p, const PackedBins& bins, int64_t first_bin,
+                                             uint32_t owned, int64_t first_item, int64_t item_stride) {
+  constexpr int kRoundsPerSweep = packed_rounds_per_sweep<T>();
+  static_assert(kRoundsPerSweep >= 1, "a round stays within the values a sweep allows");
+  constexpr int kPerVector = 16 / sizeof(T);
+  constexpr uint32_t kNone = 0xffffffffu;   // a key counted nowhere: no element, dropped, or another block's bin
+  constexpr uint32_t kMixed = 0xfffffffeu;  // a vector of several keys
+  const Binner<T> binner(p);
+  const int64_t items = p.rows * p.segments_per_row;
+  int64_t current_row = -1;
+  int rounds = 0;
+  const auto key = [&](T value, bool valid) {
+    // A dropped value (-1) or another block's bin wraps to at least `owned` (bins < 2^31).
+    const uint32_t local = static_cast<uint32_t>(binner(value) - first_bin);
+    return valid && local < owned ? local : kNone;
+  };
+  // Every lane of the warp together: `run` values of `lane_key` a lane (kMixed: the lane adds `keys` one by one).
+  const auto add_warp = [&](uint32_t lane_key, uint32_t run, const uint32_t* keys, int count_keys) {
+    const uint32_t lead = __shfl_sync(0xffffffffu, lane_key, 0);
+    if (__all_sync(0xffffffffu, lane_key == lead) && lead != kMixed) {
+      if (threadIdx.x % 32 == 0 && lead != kNone) bins.add(lead, 32 * run);
+    } else if (lane_key != kMixed) {
+      if (lane_key != kNone) bins.add(lane_key, run);
+    } else {
+      for (int j = 0; j < count_keys; ++j) {
+        if (keys[j] != kNone) bins.add(keys[j], 1u);
+      }
+    }
+  };
+  const auto visit_vector = [&](const T (&values)[kPerVector], bool valid) {
+    uint32_t keys[kPerVector];
+    bool same = true;
+#pragma unroll
+    for (int j = 0; j < kPerVector; ++j) {
+      keys[j] = key(values[j], valid);
+      same = same && keys[j] == keys[0];
+    }
+    add_warp(same ? keys[0] : kMixed, kPerVector, keys, kPerVector);
+  };
+  const auto visit_one = [&](T value, bool valid) {
+    const uint32_t k = key(value, valid);
+    add_warp(k, 1u, &k, 1);
+  };
+  const auto between_rounds = [&] {
+    if (++rounds < kRoundsPerSweep) return;
+    rounds = 0;
+    __syncthreads();  // every add since the last sweep has landed before its word is read
+    bins.sweep<Policy>(p, current_row * p.bins + first_bin);
+    __syncthreads();  // every word is swept before the next round adds to it
+  };
+  for (int64_t item = first_item; item < items; item += item_stride) {
+    ItemSpan<T> span = item_span<T>(p, item);
+    span.output_row = p.output_row(span.row);
+    if (current_row >= 0 && (span.output_row != current_row || p.flush_each_item)) {
+      __syncthreads();  // every add of the previous row has landed before its bins are flushed
+      bins.flush<Policy>(p, current_row * p.bins + first_bin);
+      __syncthreads();  // the words are zeroed everywhere before the next row adds to them
+      rounds = 0;
+    }
+    current_row = span.output_row;
+    for_each_element_in_rounds<T>(p, span, span.segment * blockDim.x, p.segments_per_row * blockDim.x,
+                                  visit_vector, visit_one, between_rounds);
+  }
+  if (current_row >= 0) {
+    __syncthreads();  // every add has landed before the final flush
+    bins.flush<Policy>(p, current_row * p.bins + first_bin);
+  }
+}
+
+}  // namespace detail
+}  // namespace dsmhist
