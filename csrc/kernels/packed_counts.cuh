@@ -160,8 +160,7 @@ __device__ __forceinline__ void count_packed(const HistogramParams& p, const Pac
   constexpr uint32_t kNone = 0xffffffffu;   // a key counted nowhere: no element, dropped, or another block's bin
   constexpr uint32_t kMixed = 0xfffffffeu;  // a vector of several keys
   const Binner<T> binner(p);
-  const int64_t items = p.rows * p.segments_per_row;
-  int64_t current_row = -1;
+  int64_t current_row = -1;  // the row the walk adds into: where a sweep moves counts
   int rounds = 0;
   const auto key = [&](T value, bool valid) {
     // A dropped value (-1) or another block's bin wraps to at least `owned` (bins < 2^31).
@@ -202,23 +201,18 @@ __device__ __forceinline__ void count_packed(const HistogramParams& p, const Pac
     bins.sweep<Policy>(p, current_row * p.bins + first_bin);
     __syncthreads();  // every word is swept before the next round adds to it
   };
-  for (int64_t item = first_item; item < items; item += item_stride) {
-    ItemSpan<T> span = item_span<T>(p, item);
-    span.output_row = p.output_row(span.row);
-    if (current_row >= 0 && (span.output_row != current_row || p.flush_each_item)) {
-      __syncthreads();  // every add of the previous row has landed before its bins are flushed
-      bins.flush<Policy>(p, current_row * p.bins + first_bin);
-      __syncthreads();  // the words are zeroed everywhere before the next row adds to them
-      rounds = 0;
-    }
-    current_row = span.output_row;
-    for_each_element_in_rounds<T>(p, span, span.segment * blockDim.x, p.segments_per_row * blockDim.x,
-                                  visit_vector, visit_one, between_rounds);
-  }
-  if (current_row >= 0) {
-    __syncthreads();  // every add has landed before the final flush
-    bins.flush<Policy>(p, current_row * p.bins + first_bin);
-  }
+  for_each_item_span<T>(
+      p, first_item, item_stride,
+      [&](const ItemSpan<T>& span) {
+        current_row = span.output_row;
+        for_each_element_in_rounds<T>(p, span, span.segment * blockDim.x, p.segments_per_row * blockDim.x,
+                                      visit_vector, visit_one, between_rounds);
+      },
+      [] { __syncthreads(); },
+      [&](int64_t row) {
+        bins.flush<Policy>(p, row * p.bins + first_bin);
+        rounds = 0;  // the flush emptied every word
+      });
 }
 
 }  // namespace detail

@@ -40,30 +40,30 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     __syncthreads();  // no thread may count into a word another thread has not zeroed yet
     detail::count_packed<T, Policy>(p, bins, range.first, static_cast<uint32_t>(range.owned),
                                     blockIdx.x / range.cluster_size, gridDim.x / range.cluster_size);
-    return;
+  } else {
+    const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
+    const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
+    __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
+    const Binner<T> binner(p);
+    // Weighted and deterministic sums add a thread's consecutive contributions to one owned bin once (RunMerger).
+    detail::RunMerger<Policy, uint32_t> run;
+    const auto add_shared = [&](uint32_t local, Acc total) { Policy::add_shared(slice.bins + local, total); };
+    detail::for_each_item<T>(
+        p, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size, threadIdx.x, blockDim.x,
+        [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
+          const int64_t bin = binner(value);
+          // A dropped value (-1) or another block's bin wraps to at least owned32 (bins < 2^31).
+          const uint32_t local = static_cast<uint32_t>(bin - slice.first);
+          if (local >= owned32) return;
+          const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
+          if (add != Acc(0)) run.push(local, add, add_shared);
+        },
+        [&] {
+          run.emit(add_shared);
+          __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
+        },
+        [&](int64_t row) { detail::flush_bins<Policy>(p, slice.bins, row, slice.first, slice.owned); });
   }
-  const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
-  const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
-  __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
-  const Binner<T> binner(p);
-  // Weighted and deterministic sums add a thread's consecutive contributions to one owned bin once (RunMerger).
-  detail::RunMerger<Policy, uint32_t> run;
-  const auto add_shared = [&](uint32_t local, Acc total) { Policy::add_shared(slice.bins + local, total); };
-  detail::for_each_item<T>(
-      p, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size, threadIdx.x, blockDim.x,
-      [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
-        const int64_t bin = binner(value);
-        // A dropped value (-1) or another block's bin wraps to at least owned32 (bins < 2^31).
-        const uint32_t local = static_cast<uint32_t>(bin - slice.first);
-        if (local >= owned32) return;
-        const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
-        if (add != Acc(0)) run.push(local, add, add_shared);
-      },
-      [&] {
-        run.emit(add_shared);
-        __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
-      },
-      [&](int64_t row) { detail::flush_bins<Policy>(p, slice.bins, row, slice.first, slice.owned); });
 #endif
   // Without sm_90 code this body is empty; the host launches the cluster tiers only after checking that the loaded
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).

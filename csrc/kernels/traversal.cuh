@@ -147,16 +147,13 @@ __device__ __forceinline__ bool prefetches_next_batch(const HistogramParams& p) 
   return kPrefetchWhenBinningByRange && p.mode == BinMode::kRange && !p.tally_byte_values;
 }
 
-// Visits the elements of a worker's items (a worker: a block, or a cluster, of `worker_threads` threads, this one
-// being `worker_rank`); calls flush(row) before moving to an item of another output row (or to any other item, with
-// p.flush_each_item) and once at the end, with the barriers that flushing needs around it. kInFlight: 16-byte vectors
-// a thread loads at once (for_each_element).
-template <typename T, int kInFlight = kVectorsInFlight, typename Visit, typename Barrier, typename Flush>
-__device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
-                                              int64_t worker_rank, int64_t worker_threads, Visit&& visit,
-                                              Barrier&& barrier, Flush&& flush) {
+// Walks a worker's items (a worker: a block, or a cluster): walk(span) for each, with span.output_row set; calls
+// flush(row) before moving to an item of another output row (or to any other item, with p.flush_each_item) and once
+// at the end, with the barriers that flushing needs around it.
+template <typename T, typename Walk, typename Barrier, typename Flush>
+__device__ __forceinline__ void for_each_item_span(const HistogramParams& p, int64_t first_item, int64_t item_stride,
+                                                   Walk&& walk, Barrier&& barrier, Flush&& flush) {
   const int64_t items = p.rows * p.segments_per_row;
-  const bool prefetch = prefetches_next_batch(p);
   int64_t current_row = -1;
   for (int64_t item = first_item; item < items; item += item_stride) {
     ItemSpan<T> span = item_span<T>(p, item);
@@ -167,14 +164,29 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
       barrier();  // the bins must be re-zeroed everywhere before the next row adds into them
     }
     current_row = span.output_row;
-    for_each_element<T, kInFlight>(p, span, span.segment * worker_threads + worker_rank,
-                                   p.segments_per_row * worker_threads, prefetch,
-                                   [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
+    walk(span);
   }
   if (current_row >= 0) {
     barrier();  // every add must land before the final flush
     flush(current_row);
   }
+}
+
+// Visits the elements of a worker's items (for_each_item_span; this thread is `worker_rank` of the worker's
+// `worker_threads`): visit(span, value, weight_offset). kInFlight: 16-byte vectors a thread loads at once
+// (for_each_element).
+template <typename T, int kInFlight = kVectorsInFlight, typename Visit, typename Barrier, typename Flush>
+__device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
+                                              int64_t worker_rank, int64_t worker_threads, Visit&& visit,
+                                              Barrier&& barrier, Flush&& flush) {
+  for_each_item_span<T>(
+      p, first_item, item_stride,
+      [&](const ItemSpan<T>& span) {
+        for_each_element<T, kInFlight>(p, span, span.segment * worker_threads + worker_rank,
+                                       p.segments_per_row * worker_threads, prefetches_next_batch(p),
+                                       [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
+      },
+      barrier, flush);
 }
 
 // Visits every element of a worker's items, for the kernels without bins (nothing to flush): visit(value,
