@@ -10,6 +10,7 @@ import torch
 from conftest import CUDA_OK, CUDA_SKIP_REASON
 from helpers import (
     cluster_available,
+    cluster_block_capacity,
     deterministic_algorithms,
     make_index_values,
     max_cluster_size,
@@ -33,8 +34,14 @@ def hot_values(bins: int, hot: dict, background: int, gen: torch.Generator) -> t
     return values[torch.randperm(values.numel(), generator=gen)]
 
 
-def per_block(bins: int, size: int) -> int:
-    return -(-bins // size)
+def cluster_ranges(bins: int, size: int):
+    """(ranges, bins a range) of tier cluster forced to `size` blocks: the fewest ranges (a divisor of the size) that
+    hold the bins, the cluster's other blocks replicas of them. Checked against the plan."""
+    ranges = next(r for r in range(1, size + 1) if size % r == 0 and -(-bins // r) <= cluster_block_capacity())
+    with torch_dsmhist.force_tier("cluster", size):
+        p = torch_dsmhist.plan(bins)
+    assert (p.cluster_size, p.bins_per_block) == (size, -(-bins // ranges)), (bins, size)
+    return ranges, p.bins_per_block
 
 
 def cluster_sizes_for(bins: int):
@@ -42,7 +49,7 @@ def cluster_sizes_for(bins: int):
     if not cluster_available():
         pytest.skip("no cluster tier on this device / build")
     sizes = []
-    for size in (1, 2, 3, 5, max_cluster_size()):
+    for size in (1, 2, 3, 4, 5, max_cluster_size()):
         if size <= max_cluster_size() and size not in sizes:
             try:
                 with torch_dsmhist.force_tier("cluster", size):
@@ -60,11 +67,11 @@ def test_cluster_hot_bins_at_block_edges(order, count_dtype, gen):
     bins = 100003  # odd, so the blocks' ranges are uneven
     sizes = cluster_sizes_for(bins)
     for size in sizes:
-        step = per_block(bins, size)
+        ranges, step = cluster_ranges(bins, size)
         hot = {0: 3 * WRAP + 5, 1: 2 * WRAP + 7}
-        hot[step - 1] = WRAP + 1  # the last bin of block 0
-        if size > 1:
-            hot[step] = 2 * WRAP  # the first bin of block 1
+        hot[step - 1] = WRAP + 1  # the last bin of range 0
+        if ranges > 1:
+            hot[step] = 2 * WRAP  # the first bin of range 1
         hot[bins - 1] = WRAP - 1 + 2 * WRAP  # the last bin of all
         hot[bins // 2 | 1] = 4 * WRAP + 3
         x = hot_values(bins, hot, 200003, gen)
@@ -87,14 +94,16 @@ def test_cluster_hot_bins_at_block_edges(order, count_dtype, gen):
 def test_cluster_packed_halves_of_one_word(layout, gen):
     """Tier cluster keeps a block's counts as 16-bit halves of 32-bit words (local bin l and l + words share word l,
     words = ceil(block bins / 8) * 4) and sweeps the halves past 2^14 into the output every few rounds. Both halves
-    of one word far past 2^16, beside cold bins, in clusters of 1 and 2 blocks: no carry from one half may reach the
-    other, and no count may be lost to a sweep."""
-    bins = 100003
-    for size in [s for s in cluster_sizes_for(bins) if s <= 2]:
-        block_bins = per_block(bins, size)
+    of one word far past 2^16, beside cold bins, in clusters of one range (1, 2 and 4 blocks: each block a replica
+    that holds every bin, the copies summed through DSMEM at the flush) and of two ranges (200003 bins in 2 and 4
+    blocks): no carry from one half may reach the other, and no count may be lost to a sweep."""
+    cases = [(100003, s) for s in cluster_sizes_for(100003) if s in (1, 2, 4)]
+    cases += [(200003, s) for s in cluster_sizes_for(200003) if s in (2, 4)]
+    for bins, size in cases:
+        ranges, block_bins = cluster_ranges(bins, size)
         words = -(-block_bins // 8) * 4
         hot = {}
-        for block in range(size):
+        for block in range(ranges):
             first = block * block_bins
             hot[first + 5] = 3 * WRAP + 1  # low half of word 5
             hot[first + words + 5] = 5 * WRAP - 1  # high half of word 5
@@ -110,9 +119,28 @@ def test_cluster_packed_halves_of_one_word(layout, gen):
         elif layout == "offset":
             x = torch.cat([x[:3], x])[3:]
         with torch_dsmhist.force_tier("cluster", size):
-            assert torch_dsmhist.plan(bins).cluster_size == size
             out = torch_dsmhist.histogram(x, bins)
-        assert torch.equal(out.cpu(), expected), f"cluster of {size}"
+        assert torch.equal(out.cpu(), expected), f"{bins} bins, cluster of {size} ({ranges} ranges)"
+
+
+@pytest.mark.parametrize("half", ["low", "high"])
+def test_cluster_replicas_sum_halves_past_16_bits(half, gen):
+    """The replicas of a range sum their copies of a bin at the flush: 2^16 values of one bin, read by one cluster of
+    2 or 4 blocks in fewer rounds than a sweep waits for, leave 2^15 (or 2^14) in each copy's half, whose sum is
+    2^16, one past what a half holds. Then 3 * 2^16 values, swept on the way."""
+    bins = 100003
+    words = -(-bins // 8) * 4
+    hot = 11 if half == "low" else words + 11
+    for size in [s for s in cluster_sizes_for(bins) if s in (2, 4)]:
+        for n in (WRAP, 3 * WRAP):
+            x = torch.full((n,), hot, dtype=torch.int64)
+            expected = reference_histogram(x, bins)
+            with torch_dsmhist.force_tier("cluster", size):
+                if n == WRAP:  # one cluster, every block a replica of every bin
+                    assert torch_dsmhist.plan(bins, n=n).grid_blocks == size
+                    assert cluster_ranges(bins, size) == (1, bins)
+                out = torch_dsmhist.histogram(x.cuda(), bins)
+            assert torch.equal(out.cpu(), expected), f"cluster of {size}, {n} values"
 
 
 def test_cluster_hot_bins_batched_rows(gen):

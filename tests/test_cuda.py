@@ -101,8 +101,10 @@ def test_auto_plan_at_tier_boundaries(gen):
         assert torch_dsmhist.plan(capacity + 1, n=(1 << 23) - 1).tier == "global"
         assert torch_dsmhist.plan(capacity + 1, n=1 << 23).tier == "partition"
     if cluster_available():
-        for bins, size in ((capacity + 1, 1), (packed, 1), (packed + 1, 2), (2 * packed, 2)):
-            assert torch_dsmhist.plan(bins, dtype=torch.float32).cluster_size == size, bins
+        # Bins one block holds: a cluster of 2 replicas (kClusterReplicas) that each keep them all; past it, 2 ranges.
+        for bins, ranges in ((capacity + 1, 1), (packed, 1), (packed + 1, 2), (2 * packed, 2)):
+            p = torch_dsmhist.plan(bins, dtype=torch.float32)
+            assert (p.cluster_size, p.bins_per_block) == (2, -(-bins // ranges)), bins
     assert torch_dsmhist.plan(capacity // 2, weight_dtype=torch.float64).tier == "shared"
     assert torch_dsmhist.plan(capacity // 2 + 1, weight_dtype=torch.float64).tier != "shared"
     # Weighted and deterministic sums never take the cluster tier (kClusterAutoMaxBlocksForSums, 1): past tier shared
@@ -121,16 +123,28 @@ def test_auto_plan_at_tier_boundaries(gen):
 
 def test_plan_reports_cluster_layout():
     """Tier cluster keeps counts as 16-bit halves of 32-bit words, rounded up to 16-byte vectors (8 bins): one block
-    holds every bin up to cluster_block_capacity(); tier cluster_dsmem and sums keep 4 bytes a bin."""
+    holds every bin up to cluster_block_capacity(), and the automatic plan runs such bins as clusters of 2 blocks
+    that each keep them all; a forced size splits into the fewest ranges that hold the bins, its other blocks
+    replicas. Tier cluster_dsmem and sums keep 4 bytes a bin, one range a block."""
     if not cluster_available():
         pytest.skip("no cluster tier on this device / build")
     bins = 100003
     auto = torch_dsmhist.plan(bins)
-    assert (auto.tier, auto.cluster_size, auto.bins_per_block) == ("cluster", 1, bins)
+    assert (auto.tier, auto.cluster_size, auto.bins_per_block) == ("cluster", 2, bins)
     assert auto.shared_bytes_per_block == -(-bins // 8) * 16
+    readme = torch_dsmhist.plan(100_000)  # the README's example
+    assert (readme.tier, readme.cluster_size, readme.shared_bytes_per_block, readme.threads_per_block,
+            readme.bins_per_block) == ("cluster", 2, 200000, 1024, 100000)
     with torch_dsmhist.force_tier("cluster", 3):
-        three = torch_dsmhist.plan(bins)
-    assert three.bins_per_block == -(-bins // 3) and three.shared_bytes_per_block == -(-three.bins_per_block // 8) * 16
+        three = torch_dsmhist.plan(bins)  # 3 replicas of one range
+    assert (three.cluster_size, three.bins_per_block) == (3, bins)
+    with torch_dsmhist.force_tier("cluster", 4):
+        four = torch_dsmhist.plan(2 * bins)  # 2 ranges of 2 replicas
+    assert (four.cluster_size, four.bins_per_block) == (4, bins)
+    with torch_dsmhist.force_tier("cluster", 3):
+        split = torch_dsmhist.plan(2 * bins)  # 3 has no divisor of 2: 3 ranges
+    assert split.bins_per_block == -(-2 * bins // 3)
+    assert split.shared_bytes_per_block == -(-split.bins_per_block // 8) * 16
     with torch_dsmhist.force_tier("cluster"):
         sums = torch_dsmhist.plan(bins, weight_dtype=torch.float32)
     with torch_dsmhist.force_tier("cluster_dsmem"):
@@ -140,7 +154,7 @@ def test_plan_reports_cluster_layout():
         assert p.cluster_size >= 2
         assert p.bins_per_block == -(-bins // p.cluster_size)
         assert p.shared_bytes_per_block == p.bins_per_block * 4
-    for p in (auto, three, sums, dsmem):
+    for p in (auto, three, four, split, sums, dsmem):
         assert p.shared_bytes_per_block <= torch.cuda.get_device_properties().shared_memory_per_block_optin
     with torch_dsmhist.force_tier("cluster", 1):
         assert torch_dsmhist.plan(cluster_block_capacity()).cluster_size == 1

@@ -274,6 +274,15 @@ def test_device_that_cannot_run_16_block_clusters(gen):
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
     # The override ended with the block (input binned by a range: integer input by value takes tier exchange here).
     assert torch_dsmhist.plan(bins, dtype=torch.float32).tier == "cluster"
+    # Bins one block holds run as clusters of 2 replicas (kClusterReplicas); with 1-block clusters, in one block.
+    bins = capacity - 5
+    xf = x.float()
+    for launchable, size in ((1, 1), (2, 2)):
+        with torch_dsmhist.force_tier("auto", max_cluster_size=launchable):
+            p = torch_dsmhist.plan(bins, dtype=torch.float32)
+            assert (p.tier, p.cluster_size, p.bins_per_block) == ("cluster", size, bins), launchable
+            out = torch_dsmhist.histogram(xf, bins, 0.0, float(bins))
+        assert torch.equal(out.cpu(), reference_histogram(xf, bins, 0.0, float(bins))), launchable
 
 
 # ----- memory ------------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from helpers import (  # noqa: E402
     TIERS,
     adds_sums,
     cluster_available,
+    cluster_block_capacity,
     global_tier_elements,
     make_index_values,
     make_range_values,
@@ -146,19 +147,26 @@ def partition_item_cases(gen: torch.Generator):
 
 
 def packed_sweep_cases(gen: torch.Generator):
-    """Tier cluster's 16-bit counts swept into the output between rounds: clusters of 1 and 2 blocks whose work
-    items are long enough for several sweeps (2 x the block's bins each), Zipf ranks with a hot bin in a high half
-    (past 2^14 in a block between sweeps, so the sweeps move counts), dense and strided."""
+    """Tier cluster's 16-bit counts swept into the output between rounds: clusters of one range (1, 2 and 4 blocks,
+    each past the first a replica that keeps every bin, the copies summed through DSMEM at the flush) and of two
+    ranges (2 blocks, and 4: two replicas each) whose work items are long enough for several sweeps (2 x the block's
+    bins each), Zipf ranks with a hot bin in a high half (past 2^14 in a block between sweeps, so the sweeps move
+    counts), dense, strided, and as 3 batched rows (a flush through the replicas per row)."""
     if not cluster_available():
         return
-    for size, bins in ((1, 100003), (2, 200003)):
-        zipf = make_index_values(1_000_003, bins, torch.int32, "zipf", gen)
-        hot = torch.full((300_007,), bins // size - 3, dtype=torch.int32)  # the block's last bins: a high half
+    for size, bins in ((1, 100003), (2, 100003), (4, 100003), (2, 200003), (4, 200003)):
+        ranges = 1 if bins <= cluster_block_capacity() else 2
+        zipf = make_index_values(1_000_002, bins, torch.int32, "zipf", gen)
+        hot = torch.full((300_007,), -(-bins // ranges) - 3, dtype=torch.int32)  # range 0's last bins: a high half
         values = torch.cat([zipf, hot])
         x = values[torch.randperm(values.numel(), generator=gen)].cuda()
         for what, data in (("dense", x), ("strided", x[::2])):
             yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
                    lambda d=data, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(data, bins))
+        rows = x[: 3 * 433_336].view(3, -1)
+        yield (f"cluster{size} bins={bins} packed sweeps batched", "cluster", size,
+               lambda d=rows, b=bins: torch_dsmhist.batched_histogram(d, b),
+               torch.stack([reference_histogram(r, bins) for r in rows]))
 
 
 def long_weighted_sum_cases(gen: torch.Generator):

@@ -186,7 +186,9 @@ class Plan:
             ``"exchange"`` (counts only: each value passed to the block of a cluster owning its bin through
             distributed shared memory; planned for integer input binned by value at 116225-640000 bins) or
             ``"cpu"``.
-        cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU).
+        cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU). In tier ``"cluster"`` with
+            counts, ``cluster_size // ceil(bins / bins_per_block)`` blocks keep each range of bins (replicas that
+            each read a share of the input and sum their counts through distributed shared memory).
         shared_bytes_per_block: dynamic shared memory each block uses.
         threads_per_block: CUDA threads per block.
         bins_per_block: bins each block keeps in shared memory.

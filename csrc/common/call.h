@@ -114,6 +114,9 @@ struct HistogramParams : InputDescription {
   bool tally_byte_values = false;
   // Cluster tiers only: how many consecutive bins each block of a cluster owns.
   int64_t bins_per_block = 0;
+  // Tier cluster only: how many blocks of a cluster own the same bins (consecutive ranks), each counting a share of
+  // every item's elements; their counts are summed through DSMEM at each flush. 1 elsewhere.
+  int64_t cluster_replicas = 1;
   DeterministicScratch deterministic;
   // Device workspace of the planned tier (tier_workspace_bytes, kernels.h), from the caller; most tiers need none.
   void* workspace = nullptr;

@@ -14,8 +14,9 @@ namespace dsmhist {
 namespace detail {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// The bins this block of its cluster owns: [first, first + owned), p.bins_per_block of them (the last block fewer,
-// or none), kept from bins[0]. Cluster capacity is far below 2^31 bins, so the per-block arithmetic fits 32 bits.
+// The bins this block of its cluster owns: [first, first + owned), p.bins_per_block of them (the last range fewer,
+// or none), kept from bins[0]; p.cluster_replicas consecutive blocks own each range. Cluster capacity is far below
+// 2^31 bins, so the per-block arithmetic fits 32 bits.
 template <typename Acc>
 struct ClusterSlice {
   Acc* bins;
@@ -33,7 +34,7 @@ __device__ __forceinline__ ClusterSlice<Acc> owned_slice(const cooperative_group
   slice.bins = shared_bins<Acc>();
   slice.cluster_size = cluster.num_blocks();
   slice.per_block = static_cast<uint32_t>(p.bins_per_block);
-  slice.first = int64_t(cluster.block_rank()) * slice.per_block;
+  slice.first = int64_t(cluster.block_rank() / static_cast<uint32_t>(p.cluster_replicas)) * slice.per_block;
   slice.owned = slice.first >= p.bins ? 0 : (p.bins - slice.first < slice.per_block ? p.bins - slice.first
                                                                                      : slice.per_block);
   return slice;
@@ -50,20 +51,35 @@ __device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_gro
 }
 #endif
 
-// The smallest cluster from `smallest` blocks (or the forced size) of `tier` whose blocks' shared memory holds the
-// bins, `block_bytes(block_bins)` a block, and that can be resident.
+// The cluster of `tier` to plan: the smallest from `smallest` blocks (or the forced size) whose blocks' shared memory
+// holds the bins, `block_bytes(block_bins)` a block, and that can be resident. `replicas` (1: the tier keeps one copy
+// of each bin) is how many blocks the automatic plan gives bins that one block holds (a cluster of `replicas`
+// blocks, else of one where that cannot run); a forced size of a tier that replicates splits into the fewest ranges
+// that hold the bins, its other blocks replicas.
 template <typename BlockBytes>
-inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, BlockBytes block_bytes,
+inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, int replicas, BlockBytes block_bytes,
                               HistogramPlan* plan, cudaError_t* cuda_error) {
   const PlanRequest& request = ctx.request;
-  int sizes[kMaxClusterSize];
+  int sizes[2 * kMaxClusterSize];
+  int copies[2 * kMaxClusterSize];
   int count = 0;
+  const auto add = [&](int size, int copies_of_a_range) {
+    sizes[count] = size;
+    copies[count++] = copies_of_a_range;
+  };
   if (request.forced_cluster_size > 0) {
-    sizes[count++] = request.forced_cluster_size;
+    const int size = request.forced_cluster_size;
+    for (int ranges = 1; ranges <= size; ++ranges) {
+      if (size % ranges == 0 && (replicas > 1 || ranges == size)) add(size, size / ranges);
+    }
   } else {
-    for (int size = smallest; size <= kMaxClusterSize; ++size) sizes[count++] = size;
+    for (int ranges = smallest; ranges <= kMaxClusterSize; ++ranges) {
+      if (replicas > 1 && ranges == 1) add(replicas, replicas);
+      add(ranges, 1);
+    }
   }
-  return fit_first_cluster_size(ctx, tier, sizes, count, kBlockThreads, INT64_MAX, block_bytes, plan, cuda_error);
+  return fit_first_cluster_size(ctx, tier, sizes, copies, count, kBlockThreads, INT64_MAX, block_bytes, plan,
+                                cuda_error);
 }
 
 // A worker is a cluster. `readers`: how many blocks of a cluster split an item's elements (all of them in tier

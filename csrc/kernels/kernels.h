@@ -62,6 +62,7 @@ struct HistogramPlan {
   int cluster_size = 1;
   int threads = 0;
   int64_t bins_per_block = 0;  // bins each block keeps in shared memory (0 for the global tier)
+  int replicas = 1;            // tier cluster: blocks of a cluster that keep the same bins (HistogramParams)
   int64_t shared_bytes = 0;    // dynamic shared memory per block
 };
 

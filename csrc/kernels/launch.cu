@@ -43,6 +43,7 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
   params.reduce_through_dsmem = shape.reduce_through_dsmem;
   params.tally_byte_values = shape.tally_byte_values;
   params.bins_per_block = plan.bins_per_block;
+  params.cluster_replicas = plan.replicas;
   void* args[] = {&params};
   const void* kernel = kernels.tier_kernel(plan.tier, shape.kernel_variant);
   if (shape.cluster_dim > 0) {

@@ -5,10 +5,13 @@
 // every few rounds of its reads: the part of each half at or above kPackedSweepFloor moves to the output. After a
 // sweep every half is below the floor, and before the next the block reads at most kPackedSweepValues values, so no
 // half can wrap: kPackedSweepFloor - 1 + kPackedSweepValues < 2^16. (An earlier try, NOTES.md section 2, spilled each
-// wrap as it happened from the atomic's returned value; every add then waited for it.)
+// wrap as it happened from the atomic's returned value; every add then waited for it.) Blocks that keep the same
+// bins (replicas, each reading a share of the input) sum their words through DSMEM at the flush, so the output gets
+// one block's adds per cluster.
 // Device code only; no torch header.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -78,26 +81,70 @@ struct PackedBins {
       vectors[v] = make_uint4(lanes[0], lanes[1], lanes[2], lanes[3]);
     }
   }
+};
 
-  // Adds every count into output bins [base, ...) and zeroes the words (each thread its own words: no barrier).
-  template <typename Policy>
-  __device__ __forceinline__ void flush(const HistogramParams& p, int64_t base) const {
-    for (uint32_t w = threadIdx.x; w < count; w += blockDim.x) {
-      const uint32_t both = words[w];
-      words[w] = 0u;
-      if ((both & 0xffffu) != 0u) Policy::add_global(p, base + w, both & 0xffffu);
-      if ((both >> 16) != 0u) Policy::add_global(p, base + count + w, both >> 16);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The flush of a range kept by `replicas` blocks (consecutive ranks of the cluster, this block the `replica`th):
+// each block takes a share of the range's words, sums each over every replica's copy (its own from shared memory,
+// the others' through DSMEM; the halves apart, since a sum of halves may pass 2^16) and adds the sums into output
+// bins [base, ...), leaving the words as they were (the next row's walk zeroes them: the last flush needs no
+// zeroing). The range's global adds are one block's, whatever the replicas. Every block of the cluster calls it
+// together, after a block barrier.
+template <typename Policy>
+__device__ __forceinline__ void flush_replicas(const cooperative_groups::cluster_group& cluster,
+                                               const HistogramParams& p, const PackedBins& bins, int64_t base,
+                                               uint32_t replica, uint32_t replicas) {
+  // Words a thread takes per step, blockDim.x apart: their loads from one copy are in flight together, and the
+  // lanes of a warp add into neighbouring bins (four to a 32-byte sector; a lane per 16-byte vector, a sector a
+  // lane, took 3.8x the flush time: NOTES.md).
+  constexpr int kWordsPerStep = 8;
+  if (replicas > 1) cluster.sync();  // every replica's adds and sweeps have landed before another block reads them
+  const uint32_t share = (bins.count + replicas - 1) / replicas;
+  const uint32_t end = min(bins.count, (replica + 1) * share);
+  const uint32_t first_rank = cluster.block_rank() - replica;
+  const auto take = [&](const uint32_t* copy, uint32_t w0, uint32_t (&low)[kWordsPerStep],
+                        uint32_t (&high)[kWordsPerStep]) {
+    uint32_t both[kWordsPerStep];
+#pragma unroll
+    for (int j = 0; j < kWordsPerStep; ++j) {
+      const uint32_t w = w0 + j * blockDim.x;
+      both[j] = w < end ? copy[w] : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < kWordsPerStep; ++j) {
+      low[j] += both[j] & 0xffffu;
+      high[j] += both[j] >> 16;
+    }
+  };
+  for (uint32_t w0 = replica * share + threadIdx.x; w0 < end; w0 += kWordsPerStep * blockDim.x) {
+    uint32_t low[kWordsPerStep] = {}, high[kWordsPerStep] = {};
+    take(bins.words, w0, low, high);
+    for (uint32_t k = 1; k < replicas; ++k) {  // the next replica first: blocks spread their remote reads
+      take(cluster.map_shared_rank(bins.words, first_rank + (replica + k) % replicas), w0, low, high);
+    }
+#pragma unroll
+    for (int j = 0; j < kWordsPerStep; ++j) {
+      const int64_t w = w0 + j * blockDim.x;
+      if (low[j] != 0u) Policy::add_global(p, base + w, low[j]);
+      if (high[j] != 0u) Policy::add_global(p, base + bins.count + w, high[j]);
     }
   }
-};
+  if (replicas > 1) {
+    // No block zeroes (or exits from) words another block still reads. Execution order is all this needs: every
+    // remote load returned its value before the arrive (the adds above used them), hence no release.
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  }
+}
 
 // Visits the elements of the row of `span` that this block takes, as for_each_element does (block_first: the
 // block's first rank, `count` ranks in all, this thread's rank block_first + threadIdx.x; `count` is at least 32
 // vectors' elements), in rounds of at most packed_vectors_in_flight<T>() vectors (or as many elements) a thread,
-// calling between_rounds() after each. Every thread of the block takes the same rounds, so between_rounds may hold
-// block barriers, and every lane of a warp calls the visitors together (a lane with no element passes `valid`
-// false), so they may vote: visit_vector(values, valid) for a 16-byte vector of the row's aligned body,
-// visit_one(value, valid) for an element of a strided row or of the unaligned head and tail (a round of their own).
+// calling between_rounds() after each (after the next round's loads are issued, before its visits). Every thread
+// of the block takes the same rounds, so between_rounds may hold block barriers, and every lane of a warp calls the
+// visitors together (a lane with no element passes `valid` false), so they may vote: visit_vector(values, valid)
+// for a 16-byte vector of the row's aligned body, visit_one(value, valid) for an element of a strided row or of the
+// unaligned head and tail (a round of their own).
 template <typename T, typename VisitVector, typename VisitOne, typename BetweenRounds>
 __device__ __forceinline__ void for_each_element_in_rounds(const InputDescription& p, const ItemSpan<T>& span,
                                                            int64_t block_first, int64_t count,
@@ -138,22 +185,27 @@ __device__ __forceinline__ void for_each_element_in_rounds(const InputDescriptio
       const int64_t v = start + threadIdx.x + k * count;
       batch[k].raw = v < vectors ? __ldg(body + v) : make_uint4(0u, 0u, 0u, 0u);
     }
+    // The previous round's between_rounds, while this round's loads are in flight (a sweep then stalls no read).
+    if (start != block_first) between_rounds();
 #pragma unroll
     for (int k = 0; k < kInFlight; ++k) visit_vector(batch[k].values, start + threadIdx.x + k * count < vectors);
-    between_rounds();
   }
+  if (block_first < vectors) between_rounds();
 }
 
-// Counts the values of bins [first_bin, first_bin + owned) of a worker's items (first_item, first_item +
-// item_stride, ...; the worker: this block, or the cluster whose blocks all read the same items) into `bins`,
-// flushing into the output before an item of another output row (or every item, with p.flush_each_item) and at the
-// end. `bins` must be zeroed, with a barrier after, before the call.
+// Counts the values of bins [first_bin, first_bin + owned) of the cluster's items (first_item, first_item +
+// item_stride, ...; every block of the cluster walks them all) into `bins`: this block is replica `replica` of the
+// `replicas` blocks that keep these bins, and reads that share of each item's elements. It flushes (flush_replicas)
+// before an item of another output row (or every item, with p.flush_each_item) and at the end, and zeroes its
+// words before the next item. `bins` must be zeroed, with a barrier after, before the call.
 //
 // A warp whose lanes all add to one bin (one hot bin; sorted runs) adds once: lanes adding to one address would
 // otherwise wait in turn, since an add of two sizes (1 or 2^16, by half) is no increment the hardware merges.
 template <typename T, typename Policy>
-__device__ __forceinline__ void count_packed(const HistogramParams& p, const PackedBins& bins, int64_t first_bin,
-                                             uint32_t owned, int64_t first_item, int64_t item_stride) {
+__device__ __forceinline__ void count_packed(const cooperative_groups::cluster_group& cluster,
+                                             const HistogramParams& p, const PackedBins& bins, int64_t first_bin,
+                                             uint32_t owned, uint32_t replica, uint32_t replicas, int64_t first_item,
+                                             int64_t item_stride) {
   constexpr int kRoundsPerSweep = packed_rounds_per_sweep<T>();
   static_assert(kRoundsPerSweep >= 1, "a round stays within the values a sweep allows");
   constexpr int kPerVector = 16 / sizeof(T);
@@ -162,6 +214,7 @@ __device__ __forceinline__ void count_packed(const HistogramParams& p, const Pac
   const Binner<T> binner(p);
   int64_t current_row = -1;  // the row the walk adds into: where a sweep moves counts
   int rounds = 0;
+  bool emptied = false;  // the words were flushed and not yet zeroed
   const auto key = [&](T value, bool valid) {
     // A dropped value (-1) or another block's bin wraps to at least `owned` (bins < 2^31).
     const uint32_t local = static_cast<uint32_t>(binner(value) - first_bin);
@@ -204,16 +257,24 @@ __device__ __forceinline__ void count_packed(const HistogramParams& p, const Pac
   for_each_item_span<T>(
       p, first_item, item_stride,
       [&](const ItemSpan<T>& span) {
+        if (emptied) {  // a flush read the words: zero them for this row (the last flush leaves them)
+          zero_bins(bins.words, bins.count);
+          __syncthreads();  // no thread may count into a word another thread has not zeroed yet
+          emptied = false;
+        }
         current_row = span.output_row;
-        for_each_element_in_rounds<T>(p, span, span.segment * blockDim.x, p.segments_per_row * blockDim.x,
-                                      visit_vector, visit_one, between_rounds);
+        for_each_element_in_rounds<T>(p, span, (span.segment * replicas + replica) * blockDim.x,
+                                      p.segments_per_row * replicas * blockDim.x, visit_vector, visit_one,
+                                      between_rounds);
       },
       [] { __syncthreads(); },
       [&](int64_t row) {
-        bins.flush<Policy>(p, row * p.bins + first_bin);
-        rounds = 0;  // the flush emptied every word
+        flush_replicas<Policy>(cluster, p, bins, row * p.bins + first_bin, replica, replicas);
+        emptied = true;
+        rounds = 0;  // the words are zeroed before the next round adds to them
       });
 }
+#endif
 
 }  // namespace detail
 }  // namespace dsmhist

@@ -52,8 +52,8 @@ inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan*
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
   const int64_t acc_bytes = accumulator_bytes(ctx.request.acc);
   return detail::fit_cluster(
-      ctx, Tier::kClusterDsmem, /*smallest=*/2, [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; },
-      plan, cuda_error);
+      ctx, Tier::kClusterDsmem, /*smallest=*/2, /*replicas=*/1,
+      [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; }, plan, cuda_error);
 }
 
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,

@@ -236,7 +236,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   }
   const detail::exchange::Layout layout = layout_for(request.input_type);
   return fit_first_cluster_size(
-      ctx, Tier::kExchange, sizes, count, kExchangeThreads, detail::exchange::kMaxBlockBins,
+      ctx, Tier::kExchange, sizes, /*replicas=*/nullptr, count, kExchangeThreads, detail::exchange::kMaxBlockBins,
       [&layout](int64_t block_bins) { return layout.shared_bytes(block_bins); }, plan, cuda_error);
 }
 

@@ -68,19 +68,22 @@ inline bool cluster_code_of(const KernelSet& kernels, int device, const DeviceCa
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The cluster tiers' search: the first of `sizes` (cluster sizes, in the order the tier prefers them) whose blocks
-// hold ceil(bins / size) bins, at most `max_block_bins`, in `block_bytes(block_bins)` bytes of opt-in shared memory,
-// that the launch may use (max_cluster_size) and that can be resident; `plan` gets that size. Otherwise why none
-// did: no size holds the bins (kClusterTooSmall), or the forced size cannot run (kClusterSizeUnsupported).
+// hold their share of the bins, at most `max_block_bins`, in `block_bytes(block_bins)` bytes of opt-in shared memory,
+// that the launch may use (max_cluster_size) and that can be resident; `plan` gets that size. A cluster of `size`
+// blocks with `replicas[k]` replicas (null: 1) splits the bins size / replicas ways, ceil(bins * replicas / size) a
+// block (HistogramParams::cluster_replicas). Otherwise why none did: no size holds the bins (kClusterTooSmall), or
+// the forced size cannot run (kClusterSizeUnsupported).
 template <typename BlockBytes>
-inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, const int* sizes, int count, int threads,
-                                         int64_t max_block_bins, BlockBytes block_bytes, HistogramPlan* plan,
-                                         cudaError_t* cuda_error) {
+inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, const int* sizes, const int* replicas,
+                                         int count, int threads, int64_t max_block_bins, BlockBytes block_bytes,
+                                         HistogramPlan* plan, cudaError_t* cuda_error) {
   const PlanRequest& request = ctx.request;
   const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
   bool fitted = false;
   for (int k = 0; k < count; ++k) {
     const int size = sizes[k];
-    const int64_t block_bins = ceil_div(request.bins, size);
+    const int replicas_k = replicas != nullptr ? replicas[k] : 1;
+    const int64_t block_bins = ceil_div(request.bins, size / replicas_k);
     const int64_t bytes = block_bytes(block_bins);
     if (block_bins > max_block_bins || bytes > ctx.caps.shared_optin) continue;
     fitted = true;
@@ -92,6 +95,7 @@ inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, cons
     if (resident < 1) continue;
     plan->tier = tier;
     plan->cluster_size = size;
+    plan->replicas = replicas_k;
     plan->threads = threads;
     plan->bins_per_block = block_bins;
     plan->shared_bytes = bytes;

@@ -1,9 +1,11 @@
-// Tier "cluster": the bins are split across the blocks of a cluster (p.bins_per_block each, the last block fewer).
-// Every block of a cluster reads all of the cluster's items and counts only the values of its own bins, with local
-// shared-memory atomics: the input is read cluster-size times, but the blocks of a cluster run together on one GPC,
-// so all reads after the first come from L2, which sustains them, while adds stay local. The tier uses no DSMEM:
-// remote DSMEM atomics (the guide's design, kept as tier "cluster_dsmem") are the bottleneck there and serialise on
-// a hot bin.
+// Tier "cluster": the bins are split into ranges across the blocks of a cluster (p.bins_per_block each, the last
+// range fewer). Every block of a range reads all of the cluster's items and counts only the values of its own bins,
+// with local shared-memory atomics: the input is read once per range, but the blocks of a cluster run together on one
+// GPC, so all reads after the first come from L2, which sustains them, while adds stay local. Counts whose bins one
+// block holds run as clusters of replicas (p.cluster_replicas blocks keep the same range, each reading a share of
+// every item), which sum their copies through DSMEM at the flush, so the cluster's global adds are one block's
+// (packed_counts.cuh, flush_replicas). Remote DSMEM atomics (the guide's design, kept as tier "cluster_dsmem") are
+// the bottleneck there and serialise on a hot bin; the tier reads and zeroes remote words only at a flush.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -38,8 +40,10 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     const detail::PackedBins bins{range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block))};
     detail::zero_bins(bins.words, bins.count);
     __syncthreads();  // no thread may count into a word another thread has not zeroed yet
-    detail::count_packed<T, Policy>(p, bins, range.first, static_cast<uint32_t>(range.owned),
-                                    blockIdx.x / range.cluster_size, gridDim.x / range.cluster_size);
+    const uint32_t replicas = static_cast<uint32_t>(p.cluster_replicas);
+    detail::count_packed<T, Policy>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned),
+                                    cluster.block_rank() % replicas, replicas, blockIdx.x / range.cluster_size,
+                                    gridDim.x / range.cluster_size);
   } else {
     const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
     const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
@@ -74,9 +78,11 @@ inline int64_t block_bytes(AccKind acc, int64_t block_bins) {
   return packs_counts(acc) ? detail::packed_words(block_bins) * 4 : block_bins * accumulator_bytes(acc);
 }
 
-// Forced: any cluster that holds the bins, from one block for counts (two for sums, where one block is tier shared).
-// Automatic: only up to kClusterAutoMaxBlocks blocks' worth of bins for counts, kClusterAutoMaxBlocksForSums (1:
-// never past tier shared) for sums, where it beats the other tiers (tuning.h).
+// Forced: any cluster that holds the bins, from one block for counts (two for sums, where one block is tier shared);
+// a forced size for counts splits into the fewest ranges that hold the bins, its other blocks replicas. Automatic:
+// only up to kClusterAutoMaxBlocks blocks' worth of bins for counts (bins one block holds: kClusterReplicas blocks
+// that keep them all), kClusterAutoMaxBlocksForSums (1: never past tier shared) for sums, where it beats the other
+// tiers (tuning.h).
 inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
   if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
   const AccKind acc = ctx.request.acc;
@@ -87,16 +93,18 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   if (automatic && ctx.request.bins > auto_max_blocks * block_capacity) return PlanStatus::kClusterTooSmall;
   if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
   return detail::fit_cluster(
-      ctx, Tier::kCluster, /*smallest=*/packs_counts(acc) ? 1 : 2,
+      ctx, Tier::kCluster, /*smallest=*/packs_counts(acc) ? 1 : 2, packs_counts(acc) ? kClusterReplicas : 1,
       [acc](int64_t block_bins) { return block_bytes(acc, block_bins); }, plan, cuda_error);
 }
 
 // Packed counts add into the output at every sweep, so they never store a row whole; their work items are worth a
-// block from a quarter of the elements a plain block's are (kPackedItemBinsDivisor, tuning.h).
+// block from a quarter of the elements a plain block's are (kPackedItemBinsDivisor, tuning.h). A range's replicas
+// split each item's elements.
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool may_store, LaunchShape* shape) {
   const int64_t item_bins = packs_counts(acc) ? plan.bins_per_block / kPackedItemBinsDivisor : plan.bins_per_block;
-  return detail::shape_cluster(p, ctx, plan, acc, may_store && !packs_counts(acc), /*readers=*/1, item_bins, shape);
+  return detail::shape_cluster(p, ctx, plan, acc, may_store && !packs_counts(acc), /*readers=*/plan.replicas,
+                               item_bins, shape);
 }
 
 // One kernel, no workspace: the common launch.

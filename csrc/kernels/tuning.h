@@ -68,7 +68,9 @@ constexpr int kGlobalSumsVectorsInFlight = 1;
 // thresholds, selected bin counts", 2026-11-24, 2^28 int32, median ms; NOTES.md "Tier cluster: 16-bit counts"):
 //   1 block (58113-116224 bins):  uniform 0.438-0.494, normal 0.435-0.489, one hot 0.397-0.445, zipf 0.442-0.498,
 //                                 sorted 0.391-0.439; the 32-bit counts' 2 blocks took 0.601-0.611 / 0.601-0.610 /
-//                                 0.501-0.516 / 0.584-0.593 / 0.484-0.487 (old and new trees timed in turn, one run)
+//                                 0.501-0.516 / 0.584-0.593 / 0.484-0.487 (old and new trees timed in turn, one run);
+//                                 as 2 replicas of the bins (kClusterReplicas, a later run): 0.413-0.471 /
+//                                 0.412-0.468 / 0.378-0.425 / 0.415-0.474 / 0.374-0.421
 //   2 blocks (232448 bins):       uniform 0.907, normal 0.902, one hot 0.687, zipf 0.896, sorted 0.688; partition
 //                                 1.18 / 1.40 / 0.483 / 1.31 / 0.816  -> cluster (1.42x the partition on one hot;
 //                                 the partition 1.55x it on normal)
@@ -89,6 +91,20 @@ constexpr int kClusterAutoMaxBlocks = 2;
 //   174336 (2 blocks):      2^21 53.6 / 44.9 / 36.4 / 32.2; 2^22 61.7 / 51.3 / 46.9 / 46.9; 2^23 69.3 / 64.0 (all)
 // From 2^26 values every divisor fills the grid (the same time). 8 gains at 2^21-2^22 what it loses at 2^23.
 constexpr int64_t kPackedItemBinsDivisor = 4;
+// Tier cluster's counts of bins that one block holds run as clusters of kClusterReplicas blocks that all keep every
+// bin, each reading a share of every item; at the flush they sum their copies through DSMEM (flush_replicas,
+// packed_counts.cuh), so the global adds are one block's per cluster: half the flush of one-block clusters. Device
+// time on the H100 80GB HBM3 (2026-11-24, tier cluster forced to 1 / 2 / 4 blocks, int32, us, CUDA-graph replay to
+// 2^24 values, CUDA events past it; NOTES.md "Tier cluster: replicas"):
+//   65536 bins uniform:   2^21 30.0 / 22.1 / 19.2; 2^22 36.5 / 26.3 / 21.8; 2^24 59.2 / 47.4 / 46.4;
+//                         2^26 135 / 124 / 128; 2^28 422 / 413 / 441
+//   65536 bins one hot:   2^22 14.0 / 15.2 / 18.3; 2^24 35.5 / 36.5 / 40.0; 2^28 377 / 378 / 393
+//   116224 bins uniform:  2^22 51.7 / 35.7 / 28.2; 2^24 80.8 / 61.6 / 55.2; 2^28 487 / 470 / 495
+//   116224 bins one hot:  2^22 23.3 / 18.8 / 22.8; 2^24 42.6 / 43.2 / 47.3; 2^28 425 / 425 / 452
+// Clusters of 4 hold 120 blocks on the 132 SMs (clusters of 2: 132), so they lose 5-7% at 2^28, and their 4-way
+// merge costs one-hot calls 4-5 us. Bins past one block stay unreplicated: 131072 bins in clusters of 4 (2 ranges x
+// 2) took 876 us at 2^28 uniform against 810 in clusters of 2 (32.5 against 39.0 at 2^22).
+constexpr int kClusterReplicas = 2;
 // Weighted and deterministic sums never take the cluster tier automatically (1 block: tier shared's bins): past one
 // block tier global, whose cache of hot bins holds sums too, has the smaller worst case. bench_plan.py --weighted
 // (RESULTS.md "Plan thresholds for weighted sums", H100, 2026-11-24, 2^28 int32, integer weights, with the long sums'
