@@ -22,6 +22,8 @@ struct ClusterSlice {
   Acc* bins;
   uint32_t cluster_size;
   uint32_t per_block;
+  uint32_t replicas;  // blocks that own this range (p.cluster_replicas)
+  uint32_t replica;   // this block's place among them
   int64_t first;
   int64_t owned;
 };
@@ -34,7 +36,9 @@ __device__ __forceinline__ ClusterSlice<Acc> owned_slice(const cooperative_group
   slice.bins = shared_bins<Acc>();
   slice.cluster_size = cluster.num_blocks();
   slice.per_block = static_cast<uint32_t>(p.bins_per_block);
-  slice.first = int64_t(cluster.block_rank() / static_cast<uint32_t>(p.cluster_replicas)) * slice.per_block;
+  slice.replicas = static_cast<uint32_t>(p.cluster_replicas);
+  slice.replica = cluster.block_rank() % slice.replicas;
+  slice.first = int64_t(cluster.block_rank() / slice.replicas) * slice.per_block;
   slice.owned = slice.first >= p.bins ? 0 : (p.bins - slice.first < slice.per_block ? p.bins - slice.first
                                                                                      : slice.per_block);
   return slice;

@@ -40,10 +40,8 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     const detail::PackedBins bins{range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block))};
     detail::zero_bins(bins.words, bins.count);
     __syncthreads();  // no thread may count into a word another thread has not zeroed yet
-    const uint32_t replicas = static_cast<uint32_t>(p.cluster_replicas);
-    detail::count_packed<T, Policy>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned),
-                                    cluster.block_rank() % replicas, replicas, blockIdx.x / range.cluster_size,
-                                    gridDim.x / range.cluster_size);
+    detail::count_packed<T, Policy>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned), range.replica,
+                                    range.replicas, blockIdx.x / range.cluster_size, gridDim.x / range.cluster_size);
   } else {
     const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
     const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
