@@ -143,6 +143,40 @@ def test_cluster_replicas_sum_halves_past_16_bits(half, gen):
             assert torch.equal(out.cpu(), expected), f"cluster of {size}, {n} values"
 
 
+@pytest.mark.parametrize("binning", ["by_value", "clamped", "by_range"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_cluster_packed_bodies_at_the_dtype_limits(dtype, binning, gen):
+    """Tier cluster's packed counts have bodies of their own for integer input binned by value, dropping or clamping
+    what is out of range (a key is a subtraction and an unsigned compare, after a clamp), and the binner's general
+    body for a range. The same data through each: hot bins past 2^16 at every range's first and last bin, the dtype's
+    extremes, values just outside the bins and (8-byte input) values whose low 32 bits are a bin; in clusters of one
+    range (1 and 2 blocks) and of two (2 and 4 blocks); dense, offset by one element and strided."""
+    info = torch.iinfo(dtype)
+    bins_list = [200] if info.bits == 8 else [100003] + ([200003] if info.bits >= 32 else [])
+    extremes = [info.min, info.min + 1, -2, -1, info.max - 1, info.max]
+    if info.bits == 64:
+        extremes += [-(1 << 32), (1 << 32) + 5, (1 << 31) + 5, -(1 << 31) - 5]
+    for bins in bins_list:
+        extra = [bins, bins + 1]
+        for size in [s for s in cluster_sizes_for(bins) if s in (1, 2, 4)]:
+            ranges, block_bins = cluster_ranges(bins, size)
+            edges = sorted({b for r in range(ranges) for b in (r * block_bins, min(bins, (r + 1) * block_bins) - 1)})
+            hot = {b: WRAP + 3 + b % 7 for b in edges if b <= info.max}
+            x = hot_values(min(bins, info.max + 1), hot, 100003, gen)
+            picks = torch.randint(0, x.numel(), (x.numel() // 9,), generator=gen)
+            pool = torch.tensor([e for e in extremes + extra if info.min <= e <= info.max], dtype=torch.int64)
+            x[picks] = pool[torch.randint(0, len(pool), (len(picks),), generator=gen)]
+            x = x.to(dtype)
+            args = {"by_value": {}, "clamped": {"out_of_range": "clamp"}, "by_range": {"min": 0.0, "max": float(bins)}}
+            kwargs = args[binning]
+            xc = x.cuda()
+            for name, view in (("dense", xc), ("offset", xc[1:]), ("strided", xc[::3])):
+                with torch_dsmhist.force_tier("cluster", size):
+                    got = torch_dsmhist.histogram(view, bins, **kwargs)
+                expected = reference_histogram(view, bins, **kwargs)
+                assert torch.equal(got.cpu(), expected), f"{bins} bins, cluster of {size} ({ranges} ranges), {name}"
+
+
 def test_cluster_hot_bins_batched_rows(gen):
     bins = 120001
     sizes = cluster_sizes_for(bins)

@@ -151,7 +151,9 @@ def packed_sweep_cases(gen: torch.Generator):
     each past the first a replica that keeps every bin, the copies summed through DSMEM at the flush) and of two
     ranges (2 blocks, and 4: two replicas each) whose work items are long enough for several sweeps (2 x the block's
     bins each), Zipf ranks with a hot bin in a high half (past 2^14 in a block between sweeps, so the sweeps move
-    counts), dense, strided, and as 3 batched rows (a flush through the replicas per row)."""
+    counts), dense, strided, and as 3 batched rows (a flush through the replicas per row). Integer input by value
+    runs the by-value body (dropping); at 2 blocks also the clamping body and the general one (a range), on data with
+    values outside the bins, and int64 input."""
     if not cluster_available():
         return
     for size, bins in ((1, 100003), (2, 100003), (4, 100003), (2, 200003), (4, 200003)):
@@ -167,6 +169,18 @@ def packed_sweep_cases(gen: torch.Generator):
         yield (f"cluster{size} bins={bins} packed sweeps batched", "cluster", size,
                lambda d=rows, b=bins: torch_dsmhist.batched_histogram(d, b),
                torch.stack([reference_histogram(r, bins) for r in rows]))
+        if size == 2:
+            edgy = x.clone()
+            edgy[::101] = -5
+            edgy[1::101] = bins + 5
+            bodies = (("clamped", {"out_of_range": "clamp"}), ("by range", {"min": 0.0, "max": float(bins)}))
+            for what, kwargs in bodies:
+                yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
+                       lambda d=edgy, b=bins, k=kwargs: torch_dsmhist.histogram(d, b, **k),
+                       reference_histogram(edgy, bins, **kwargs))
+            wide = edgy.long()[1::3]
+            yield (f"cluster{size} bins={bins} packed sweeps int64 strided", "cluster", size,
+                   lambda d=wide, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(wide, bins))
 
 
 def long_weighted_sum_cases(gen: torch.Generator):

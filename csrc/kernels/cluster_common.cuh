@@ -88,14 +88,16 @@ inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, i
 
 // A worker is a cluster. `readers`: how many blocks of a cluster split an item's elements (all of them in tier
 // cluster_dsmem; in tier cluster every block reads the whole item, and zeroes and flushes only its own bins).
-// `item_bins`: the bins one item is worth zeroing and flushing for.
+// `item_bins`: the bins one item is worth zeroing and flushing for. The caller sets shape->kernel_variant first: the
+// kernel whose residency sizes the grid.
 inline cudaError_t shape_cluster(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan,
                                  AccKind acc, bool may_store, int64_t readers, int64_t item_bins,
                                  LaunchShape* shape) {
   shape->threads = plan.threads;
   int resident = 0;
-  const cudaError_t err = max_active_clusters(ctx.kernels.tier_kernel(plan.tier), ctx.request.device, ctx.caps,
-                                              plan.cluster_size, plan.threads, plan.shared_bytes, &resident);
+  const void* kernel = ctx.kernels.tier_kernel(plan.tier, shape->kernel_variant);
+  const cudaError_t err = max_active_clusters(kernel, ctx.request.device, ctx.caps, plan.cluster_size, plan.threads,
+                                              plan.shared_bytes, &resident);
   if (err != cudaSuccess) return err;
   shape_items(p, resident, std::max<int64_t>(readers * plan.threads * kMinElementsPerThread, 2 * item_bins), shape);
   shape->grid *= plan.cluster_size;

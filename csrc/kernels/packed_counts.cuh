@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/binning.h"
 #include "../common/call.h"
@@ -143,8 +144,8 @@ __device__ __forceinline__ void flush_replicas(const cooperative_groups::cluster
 // calling between_rounds() after each (after the next round's loads are issued, before its visits). Every thread
 // of the block takes the same rounds, so between_rounds may hold block barriers, and every lane of a warp calls the
 // visitors together (a lane with no element passes `valid` false), so they may vote: visit_vector(values, valid)
-// for a 16-byte vector of the row's aligned body, visit_one(value, valid) for an element of a strided row or of the
-// unaligned head and tail (a round of their own).
+// for a 16-byte vector of the row's aligned body or as many elements of a strided row, visit_one(value, valid) for
+// an element of the unaligned head and tail (a round of their own) or of a strided row's last round.
 template <typename T, typename VisitVector, typename VisitOne, typename BetweenRounds>
 __device__ __forceinline__ void for_each_element_in_rounds(const InputDescription& p, const ItemSpan<T>& span,
                                                            int64_t block_first, int64_t count,
@@ -156,11 +157,33 @@ __device__ __forceinline__ void for_each_element_in_rounds(const InputDescriptio
   const int64_t n = p.row_length;
   const int64_t rank = block_first + threadIdx.x;
   if (!p.unit_stride()) {
+    // A thread's elements of 4- and 8-byte input, kPerVector at a time, visited as one vector where every lane of the
+    // warp has them all (all but a row's last round): the visitors' vote is a vector's, not an element's (NOTES.md:
+    // strided rows). Narrower input visits element by element (16 elements of 1 byte held at once spilled).
     for (int64_t start = block_first; start < n; start += count * kInFlight * kPerVector) {
+      if constexpr (kPerVector > 4) {
 #pragma unroll 4
-      for (int k = 0; k < kInFlight * kPerVector; ++k) {
-        const int64_t i = start + threadIdx.x + k * count;
-        visit_one(i < n ? input[i * p.inner_input_stride] : T{}, i < n);
+        for (int k = 0; k < kInFlight * kPerVector; ++k) {
+          const int64_t i = start + threadIdx.x + k * count;
+          visit_one(i < n ? input[i * p.inner_input_stride] : T{}, i < n);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kInFlight; ++k) {
+          const int64_t first = start + threadIdx.x + int64_t(k) * kPerVector * count;
+          T values[kPerVector];
+#pragma unroll
+          for (int j = 0; j < kPerVector; ++j) {
+            const int64_t i = first + j * count;
+            values[j] = i < n ? input[i * p.inner_input_stride] : T{};
+          }
+          if (__all_sync(0xffffffffu, first + (kPerVector - 1) * count < n)) {
+            visit_vector(values, true);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kPerVector; ++j) visit_one(values[j], first + j * count < n);
+          }
+        }
       }
       between_rounds();
     }
@@ -193,6 +216,46 @@ __device__ __forceinline__ void for_each_element_in_rounds(const InputDescriptio
   if (block_first < vectors) between_rounds();
 }
 
+// A value's bin less first_bin, when it is below `owned`, else kNotOwned (dropped, or another block's bin).
+constexpr uint32_t kNotOwned = 0xffffffffu;
+
+// By the binner: any input, any mode. A dropped value (-1) or another block's bin wraps to at least `owned`
+// (bins < 2^31).
+template <typename T>
+struct BinnerLocalKeys {
+  Binner<T> binner;
+  int64_t first_bin;
+  uint32_t owned;
+  __device__ BinnerLocalKeys(const HistogramParams& p, int64_t first, uint32_t owned_bins)
+      : binner(p), first_bin(first), owned(owned_bins) {}
+  __device__ __forceinline__ uint32_t operator()(T value) const {
+    const uint32_t local = static_cast<uint32_t>(binner(value) - first_bin);
+    return local < owned ? local : kNotOwned;
+  }
+};
+
+// Integer input binned by value: a subtraction and an unsigned compare a value, where the binner's general case
+// spent about eleven instructions (SASS; NOTES.md). Dropping what is out of range (kClamp false), a value below
+// first_bin (a negative one too) wraps past `owned` in the unsigned difference, and since first_bin + owned <= bins,
+// a value kept is a bin index. Clamping, the value is first clamped to [0, bins - 1], as the binner clamps.
+template <typename T, bool kClamp>
+struct ValueLocalKeys {
+  static_assert(std::is_integral<T>::value, "by value: integer input");
+  using S = typename std::conditional<(sizeof(T) > 4), int64_t, int32_t>::type;
+  using U = typename std::make_unsigned<S>::type;
+  U first_bin;
+  uint32_t owned;
+  S last_bin;  // bins - 1 (bins < 2^31)
+  __device__ ValueLocalKeys(const HistogramParams& p, int64_t first, uint32_t owned_bins)
+      : first_bin(static_cast<U>(first)), owned(owned_bins), last_bin(static_cast<S>(p.bins - 1)) {}
+  __device__ __forceinline__ uint32_t operator()(T value) const {
+    S v = static_cast<S>(value);
+    if constexpr (kClamp) v = v < S(0) ? S(0) : (v > last_bin ? last_bin : v);
+    const U local = static_cast<U>(v) - first_bin;  // modular: a negative value converts to a large one
+    return local < owned ? static_cast<uint32_t>(local) : kNotOwned;
+  }
+};
+
 // Counts the values of bins [first_bin, first_bin + owned) of the cluster's items (first_item, first_item +
 // item_stride, ...; every block of the cluster walks them all) into `bins`: this block is replica `replica` of the
 // `replicas` blocks that keep these bins, and reads that share of each item's elements. It flushes (flush_replicas)
@@ -201,7 +264,8 @@ __device__ __forceinline__ void for_each_element_in_rounds(const InputDescriptio
 //
 // A warp whose lanes all add to one bin (one hot bin; sorted runs) adds once: lanes adding to one address would
 // otherwise wait in turn, since an add of two sizes (1 or 2^16, by half) is no increment the hardware merges.
-template <typename T, typename Policy>
+// LocalKeys: BinnerLocalKeys (any call) or ValueLocalKeys (integer input binned by value).
+template <typename T, typename Policy, typename LocalKeys>
 __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_group& cluster,
                                              const HistogramParams& p, const PackedBins& bins, int64_t first_bin,
                                              uint32_t owned, uint32_t replica, uint32_t replicas, int64_t first_item,
@@ -209,17 +273,13 @@ __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_g
   constexpr int kRoundsPerSweep = packed_rounds_per_sweep<T>();
   static_assert(kRoundsPerSweep >= 1, "a round stays within the values a sweep allows");
   constexpr int kPerVector = 16 / sizeof(T);
-  constexpr uint32_t kNone = 0xffffffffu;   // a key counted nowhere: no element, dropped, or another block's bin
+  constexpr uint32_t kNone = kNotOwned;     // a key counted nowhere: no element, dropped, or another block's bin
   constexpr uint32_t kMixed = 0xfffffffeu;  // a vector of several keys
-  const Binner<T> binner(p);
+  const LocalKeys local_key(p, first_bin, owned);
   int64_t current_row = -1;  // the row the walk adds into: where a sweep moves counts
   int rounds = 0;
   bool emptied = false;  // the words were flushed and not yet zeroed
-  const auto key = [&](T value, bool valid) {
-    // A dropped value (-1) or another block's bin wraps to at least `owned` (bins < 2^31).
-    const uint32_t local = static_cast<uint32_t>(binner(value) - first_bin);
-    return valid && local < owned ? local : kNone;
-  };
+  const auto key = [&](T value, bool valid) { return valid ? local_key(value) : kNone; };
   // Every lane of the warp together: `run` values of `lane_key` a lane (kMixed: the lane adds `keys` one by one).
   const auto add_warp = [&](uint32_t lane_key, uint32_t run, const uint32_t* keys, int count_keys) {
     const uint32_t lead = __shfl_sync(0xffffffffu, lane_key, 0);

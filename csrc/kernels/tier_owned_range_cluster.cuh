@@ -29,19 +29,28 @@ constexpr bool kPacksCounts = std::is_same<Policy, detail::CountPolicy>::value;
 
 inline bool packs_counts(AccKind acc) { return acc == AccKind::kCount; }
 
-template <typename T, typename Policy>
+// The kernel's bodies: any call (0), and packed counts of integer input binned by value, values out of range
+// dropped (1) or clamped (2), whose key is a subtraction and a compare (ValueLocalKeys): the binner's general case
+// took about a third of the walk's instructions (NOTES.md).
+enum Body : int { kAnyCall = 0, kCountsByValue = 1, kCountsByValueClamped = 2 };
+static_assert(kCountsByValueClamped < kMaxTierKernels, "every body has a slot in the kernel set");
+
+template <typename T, typename Policy, int kBody = kAnyCall>
 __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   using Acc = typename Policy::Acc;
   const cg::cluster_group cluster = cg::this_cluster();
   if constexpr (kPacksCounts<Policy>) {
+    using LocalKeys = typename std::conditional<kBody == kAnyCall, detail::BinnerLocalKeys<T>,
+                                                detail::ValueLocalKeys<T, kBody == kCountsByValueClamped>>::type;
     const detail::ClusterSlice<uint32_t> range = detail::owned_slice<uint32_t>(cluster, p);
     const detail::PackedBins bins{range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block))};
     detail::zero_bins(bins.words, bins.count);
     __syncthreads();  // no thread may count into a word another thread has not zeroed yet
-    detail::count_packed<T, Policy>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned), range.replica,
-                                    range.replicas, blockIdx.x / range.cluster_size, gridDim.x / range.cluster_size);
+    detail::count_packed<T, Policy, LocalKeys>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned),
+                                               range.replica, range.replicas, blockIdx.x / range.cluster_size,
+                                               gridDim.x / range.cluster_size);
   } else {
     const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
     const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
@@ -69,6 +78,33 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
 #endif
   // Without sm_90 code this body is empty; the host launches the cluster tiers only after checking that the loaded
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).
+}
+
+}  // namespace owned_range_cluster_tier
+
+// The by-value bodies exist for integer input and counts only.
+template <typename T, typename Policy>
+struct TierKernelVariants<Tier::kCluster, T, Policy> {
+  template <int kBody>
+  static const void* body() {
+    return reinterpret_cast<const void*>(&owned_range_cluster_tier::kernel<T, Policy, kBody>);
+  }
+  static void add(const void** variants) {
+    using namespace owned_range_cluster_tier;
+    if constexpr (std::is_integral<T>::value && kPacksCounts<Policy>) {
+      variants[kCountsByValue] = body<kCountsByValue>();
+      variants[kCountsByValueClamped] = body<kCountsByValueClamped>();
+    }
+  }
+};
+
+namespace owned_range_cluster_tier {
+
+// A by-value body where one runs the call (packed counts of integer input binned by value), else the general one.
+inline int body_for(const HistogramParams& p, const TierContext& ctx, AccKind acc) {
+  if (!packs_counts(acc) || p.mode != BinMode::kIndex) return kAnyCall;
+  const int body = p.clamp ? kCountsByValueClamped : kCountsByValue;
+  return ctx.kernels.tier_kernel(Tier::kCluster, body) != nullptr ? body : kAnyCall;
 }
 
 // Shared memory of a block of `block_bins` bins.
@@ -101,6 +137,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool may_store, LaunchShape* shape) {
   const int64_t item_bins = packs_counts(acc) ? plan.bins_per_block / kPackedItemBinsDivisor : plan.bins_per_block;
+  shape->kernel_variant = body_for(p, ctx, acc);
   return detail::shape_cluster(p, ctx, plan, acc, may_store && !packs_counts(acc), /*readers=*/plan.replicas,
                                item_bins, shape);
 }
