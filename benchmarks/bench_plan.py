@@ -287,8 +287,8 @@ def main() -> int:
               "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "
               "partition, global and the cluster tier per distribution (the partition included below 232449 bins, "
               "where the planner does not take it), worst distribution each way. The planner takes the exchange for "
-              "integer input by value from 116225 to 640000 bins, where its worst case against the tier the plan took "
-              "before it (cluster, then partition past 232448 bins) is the smaller (tuning.h).", ""]
+              "integer input by value from 232449 to 640000 bins (past tier cluster's 2 blocks, which its by-value body "
+              "made faster), where its worst case against the partition is the smaller (tuning.h).", ""]
     verdicts = []
     for bins in bins_list:
         body = []

@@ -90,8 +90,12 @@ def test_auto_plan_at_tier_boundaries(gen):
     counts_above = "cluster" if cluster_available() else "partition"
     assert torch_dsmhist.plan(capacity + 1, dtype=torch.float32).tier == counts_above
     # The measured limit of the automatic cluster tier: 2 blocks (kClusterAutoMaxBlocks, csrc/kernels/tuning.h), for
-    # input binned by a range (integer input binned by value takes tier exchange past one block: test_exchange.py).
+    # input binned by a range and by value alike (past it, integer input by value takes tier exchange:
+    # test_exchange.py).
     assert torch_dsmhist.plan(2 * packed, dtype=torch.float32).tier == counts_above
+    if cluster_available():
+        for bins in (packed + 1, 2 * packed):
+            assert torch_dsmhist.plan(bins).tier == "cluster", bins
     # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 2 blocks of an H100), weighted sums global.
     assert torch_dsmhist.plan(2 * packed + 1, dtype=torch.float32).tier == (
         "partition" if 2 * packed >= 232448 or not cluster_available() else "global")
@@ -515,7 +519,7 @@ def test_plan_of_a_call_reports_its_launch():
     assert (empty.threads_per_block, empty.cluster_size, empty.grid_blocks) == (0, 0, 0)
     # The cluster tier's launch: clusters of the plan's size.
     if cluster_available():
-        bins = 3 * shared_capacity()  # input binned by a range: tier cluster (by value: tier exchange)
+        bins = 3 * shared_capacity()  # tier cluster: 2 blocks of 16-bit counts
         clustered = torch_dsmhist.plan(bins, dtype=torch.float32, n=1 << 24)
         assert clustered.tier == "cluster"
         assert clustered.cluster_size == torch_dsmhist.plan(bins, dtype=torch.float32).cluster_size

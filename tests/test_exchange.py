@@ -156,11 +156,11 @@ def test_graph_replay_and_no_host_sync(gen):
 
 # The planner's window (tuning.h): counts of integer input binned by value, from kExchangeAutoMinBins to
 # kExchangeAutoMaxBins bins, a histogram of at least kExchangeAutoMinElements elements.
-AUTO_MIN_BINS, AUTO_MAX_BINS, AUTO_MIN_ELEMENTS = 116225, 640000, 1 << 23
+AUTO_MIN_BINS, AUTO_MAX_BINS, AUTO_MIN_ELEMENTS = 232449, 640000, 1 << 23
 
 
 def test_planner_takes_it_for_counts_by_value_in_its_window():
-    window = ((AUTO_MIN_BINS, 8), (131072, 8), (131073, 16), (262144, 16), (524288, 16), (AUTO_MAX_BINS, 16))
+    window = ((AUTO_MIN_BINS, 16), (262144, 16), (524288, 16), (AUTO_MAX_BINS, 16))
     for bins, size in window:
         for dtype in (torch.int32, torch.int64, torch.int16):
             p = torch_dsmhist.plan(bins, dtype=dtype)
@@ -173,22 +173,27 @@ def test_planner_takes_it_for_counts_by_value_in_its_window():
         for weight_dtype in (torch.float32, torch.float64):
             assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier != "exchange"
         assert torch_dsmhist.plan(bins, dtype=torch.float32).tier != "exchange"
+    # Below it, tier cluster's by-value body (2 blocks of 16-bit counts) where the cluster tiers run.
     assert torch_dsmhist.plan(AUTO_MIN_BINS - 1).tier != "exchange"
+    if cluster_available():
+        for bins in (116225, 131072, AUTO_MIN_BINS - 1):
+            assert torch_dsmhist.plan(bins).tier == "cluster", bins
     assert torch_dsmhist.plan(AUTO_MAX_BINS + 1).tier == "partition"
 
 
 def test_planned_calls_are_right(gen):
-    """Calls the planner gives the exchange, in the kernels each takes: dense input at 8 and 16 blocks, aligned or
-    not, dropping or clamping values out of range (the dense kernels), strided input (the by-value kernel), int64 and
-    int16, and a batched call; an integer call with a range is planned elsewhere and right too."""
+    """Calls the planner gives the exchange, in the kernels each takes: dense input (16 blocks), aligned or not,
+    dropping or clamping values out of range (the dense kernels), strided input (the by-value kernel), int64 and
+    int16, and a batched call; an integer call with a range is planned elsewhere and right too. (The 8-block dense
+    kernels, which only a forced call reaches now, are tested above.)"""
     n = AUTO_MIN_ELEMENTS + 4099
-    for bins in (AUTO_MIN_BINS, 131073, AUTO_MAX_BINS):
+    for bins in (AUTO_MIN_BINS, 393217, AUTO_MAX_BINS):
         for distribution in DISTRIBUTIONS:
             x = make_index_values(n + 1, bins, torch.int32, distribution, gen).cuda()
             for v in (x[:n], x[1:]):
                 got = torch_dsmhist.histogram(v, bins)
                 assert torch.equal(got.cpu(), reference_histogram(v, bins)), (bins, distribution)
-    bins = 200003
+    bins = 300007
     x = make_index_values(2 * n + 3, bins, torch.int64, "uniform", gen).cuda()
     views = {"strided": x[1::2], "int64": x[:n], "int16": x[:n].clamp(-5, 30000).to(torch.int16)}
     for name, v in views.items():

@@ -265,14 +265,15 @@ def test_device_that_cannot_run_16_block_clusters(gen):
         assert torch_dsmhist.plan(bins).cluster_size == 8
         out = torch_dsmhist.histogram(x, bins)
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
-    # The automatic plan on a device of 1-block clusters: bins needing 2 blocks go to global atomics (the exchange
-    # needs 8 blocks, the partition takes counts only past 232448 bins).
+    # The automatic plan on a device of 1-block clusters: bins needing 2 blocks go to global atomics (the exchange and
+    # the partition take counts only past 232448 bins).
     bins = capacity + 1
     with torch_dsmhist.force_tier("auto", max_cluster_size=1):
         assert torch_dsmhist.plan(bins).tier == "global"
         out = torch_dsmhist.histogram(x, bins)
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
-    # The override ended with the block (input binned by a range: integer input by value takes tier exchange here).
+    # The override ended with the block: 2 blocks of tier cluster, by value and by a range.
+    assert torch_dsmhist.plan(bins).tier == "cluster"
     assert torch_dsmhist.plan(bins, dtype=torch.float32).tier == "cluster"
     # Bins one block holds run as clusters of 2 replicas (kClusterReplicas); with 1-block clusters, in one block.
     bins = capacity - 5

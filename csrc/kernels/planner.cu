@@ -40,10 +40,10 @@ const char* plan_status_message(PlanStatus status) {
     case PlanStatus::kExchangeCountsOnly:
       return "tier 'exchange' adds counts only: weighted sums (deterministic or not) take another tier";
     case PlanStatus::kExchangeNotChosen:
-      static_assert(kExchangeAutoMinBins == 116225 && kExchangeAutoMaxBins == 640000 &&
+      static_assert(kExchangeAutoMinBins == 232449 && kExchangeAutoMaxBins == 640000 &&
                         kExchangeAutoMinElements == (int64_t(1) << 23),
                     "the message below states kExchangeAutoMinBins, kExchangeAutoMaxBins and kExchangeAutoMinElements");
-      return "the planner takes tier 'exchange' only for counts of integer input by value at 116225-640000 bins, "
+      return "the planner takes tier 'exchange' only for counts of integer input by value at 232449-640000 bins, "
              "2^23 elements or more";
   }
   return "unknown planning status";
@@ -54,7 +54,7 @@ const char* plan_status_message(PlanStatus status) {
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
 //   2. exchange - sm_90 code on an sm_90+ device, counts of integer input binned by value, kExchangeAutoMinBins to
-//                kExchangeAutoMaxBins bins (116225-640000) of at least kExchangeAutoMinElements elements (2^23) a
+//                kExchangeAutoMaxBins bins (232449-640000) of at least kExchangeAutoMinElements elements (2^23) a
 //                histogram (all measured, tuning.h);
 //   3. partition - counts past kPartitionAutoMinBins bins (232448; without sm_90 code, every count tier 1 declines)
 //                of at least kPartitionAutoMinElements elements (2^23) a histogram (both measured, tuning.h), up to

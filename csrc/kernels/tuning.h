@@ -77,8 +77,16 @@ constexpr int kGlobalSumsVectorsInFlight = 1;
 //   3 blocks (262144 bins):       uniform 1.39, normal 1.38, one hot 1.02, zipf 1.34, sorted 1.02; partition 1.24 /
 //                                 1.38 / 0.482 / 1.32 / 0.826  -> partition (the cluster 2.1x on one hot; the
 //                                 partition at most 1.0x it)
-// The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 2 blocks. (Integer
-// input binned by value takes tier exchange from 116225 bins, asked first: kExchangeAutoMinBins.)
+// The plan takes the tier whose worst case against the other is smaller: the cluster tier up to 2 blocks. Integer
+// input binned by value has bodies of its own (a key is a subtraction and a compare; NOTES.md "Tier cluster: a
+// by-value body"), which made every figure above faster; bench_plan.py --bins ... 232448 262144 (RESULTS.md "Plan
+// thresholds, selected bin counts", 2026-11-24), cluster / partition:
+//   2 blocks (232448 bins):       uniform 0.719 / 1.18, normal 0.716 / 1.41, one hot 0.518 / 0.481, zipf 0.705 /
+//                                 1.32, sorted 0.516 / 0.816  -> cluster (1.08x the partition on one hot; it 1.97x)
+//   3 blocks (262144 bins):       uniform 1.07 / 1.24, normal 1.05 / 1.39, one hot 0.749 / 0.482, zipf 0.996 / 1.32,
+//                                 sorted 0.695 / 0.827  -> partition (the cluster 1.55x on one hot; the partition
+//                                 1.32x on normal), and the exchange (0.58-0.90) beats both there
+// so the limit stays at 2 blocks for every binning. (Tier exchange starts past it: kExchangeAutoMinBins.)
 constexpr int kClusterAutoMaxBlocks = 2;
 // A work item of tier cluster's 16-bit counts is worth a block from bins_per_block / 2 elements (the cluster tiers'
 // rule, 2 x item bins, with item bins = bins_per_block / kPackedItemBinsDivisor), not 2 x bins_per_block: more blocks
@@ -167,15 +175,23 @@ constexpr int64_t kExchangeBlockBins = 16384;
 // 640000 is the most a 16-block cluster holds for 4-byte input (40000 bins a block beside the staging): past it the
 // partition. As between the other tiers, the plan takes the tier whose worst case against the other is smaller. One
 // hot bin is slower than the partition from 232449 bins (0.57-0.58 ms against 0.49).
-// Against tier cluster's 16-bit counts (2 blocks up to 232448 bins), bench_plan.py --bins 116225 131072 196608
-// 232448 ... (RESULTS.md "Plan thresholds, selected bin counts", 2026-11-24), exchange / cluster 2:
-//   116225: uniform 0.879 / 0.825, zipf 0.880 / 0.813, one hot 0.524 / 0.609, sorted 0.621 / 0.609  -> exchange
-//           (the cluster 1.16x it on one hot; it 1.08x the cluster on Zipf)
-//   131072: uniform 0.888 / 0.823, zipf 0.881 / 0.811, one hot 0.524 / 0.609  -> exchange (1.16x against 1.09x)
-//   196608: uniform 0.892 / 0.857, one hot 0.581 / 0.632, sorted 0.704 / 0.633  -> a tie (1.09x against 1.11x)
-//   232448: uniform 0.896 / 0.908, one hot 0.578 / 0.687, sorted 0.688 / 0.687  -> exchange (1.19x against 1.01x)
-// so the window stays; the cluster's 16-bit counts take what the exchange does not (input binned by a range).
-constexpr int64_t kExchangeAutoMinBins = 116225;  // past one block of 16-bit counts (116224 bins): the cluster's second
+// Against tier cluster's 16-bit counts (2 blocks up to 232448 bins), first with the binner's general body,
+// bench_plan.py --bins 116225 131072 196608 232448 (2026-11-24, earlier), exchange / cluster 2: 116225 uniform
+// 0.879 / 0.825, one hot 0.524 / 0.609; 232448 uniform 0.896 / 0.908, one hot 0.578 / 0.687  -> exchange (the
+// cluster 1.16-1.19x it on one hot). With the cluster's by-value body (RESULTS.md "Plan thresholds, selected bin
+// counts", 2026-11-24, later; NOTES.md "Tier cluster: a by-value body"), exchange / cluster 2:
+//   116225: uniform 0.879 / 0.631, normal 0.880 / 0.628, one hot 0.524 / 0.425, zipf 0.878 / 0.617, sorted 0.621 /
+//           0.425  -> cluster (the exchange 1.46x it on sorted)
+//   131072: uniform 0.889 / 0.630, one hot 0.525 / 0.428, sorted 0.649 / 0.427  -> cluster (1.52x)
+//   196608: uniform 0.893 / 0.666, one hot 0.571 / 0.446, sorted 0.703 / 0.449  -> cluster (1.57x)
+//   232448: uniform 0.898 / 0.719, one hot 0.579 / 0.518, zipf 0.899 / 0.705, sorted 0.686 / 0.516  -> cluster
+//           (1.33x)
+// and in a run beside them (NOTES.md), exchange / cluster 2 at 131072 and 232448 bins: strided rows (x[::2] of
+// 2^28 + 2) 0.780 / 0.572 and 0.830 / 0.606 uniform, 0.596 / 0.487 and 0.616 / 0.510 one hot; int64 0.604 / 0.503
+// and 0.653 / 0.563; clamped 0.880 / 0.689 and 0.912 / 0.774; 2^22-2^24 values 35.9-68.9 us against 50.8-93.3 at
+// 131072, a tie at 232448. Slower in the cluster: 8 batched rows of 2^24 with one hot bin, 0.336 / 0.390 and 0.383 /
+// 0.474 (uniform rows 0.663 / 0.592 and 0.687 / 0.689). The window starts past the cluster's 2 blocks.
+constexpr int64_t kExchangeAutoMinBins = 232449;  // past 2 blocks of 16-bit counts (232448 bins): tier cluster's
 constexpr int64_t kExchangeAutoMaxBins = 640000;  // 16 blocks of 40000: its capacity for 4-byte input
 // ... and only for a histogram of at least kExchangeAutoMinElements elements: zeroing and flushing every cluster's
 // bins costs ~40 us a call. bench_plan.py --small (RESULTS.md "Plan thresholds, small calls", H100 80GB HBM3,
