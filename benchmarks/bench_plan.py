@@ -81,7 +81,9 @@ def timed(call, reference: torch.Tensor, reps: int, check=None) -> Tuple[Optiona
         del got
         first = event_ms(call, 1)[0]
         if first < 100:
-            event_ms(call, 2)  # more warm-up: the first case of a bin count ran 8-9% slow after one (uniform, auto)
+            # Two more warm-up calls, added for the first case of a bin count (uniform, auto), which read 8-9% slow
+            # after one; it still reads 5-12% slow after three, an order effect of the run (NOTES.md).
+            event_ms(call, 2)
         runs = reps if first < 100 else 1
         return statistics.median(event_ms(call, runs)), "ok"
     except ValueError as error:

@@ -179,6 +179,10 @@ def test_planner_takes_it_for_counts_by_value_in_its_window():
         for bins in (116225, 131072, AUTO_MIN_BINS - 1):
             assert torch_dsmhist.plan(bins).tier == "cluster", bins
     assert torch_dsmhist.plan(AUTO_MAX_BINS + 1).tier == "partition"
+    # Forced with no size: 8 blocks (kExchangeSmallCluster) while they keep at most 16384 bins a block, then 16.
+    with exchange():
+        assert torch_dsmhist.plan(131072).cluster_size == 8
+        assert torch_dsmhist.plan(131073).cluster_size == 16
 
 
 def test_planned_calls_are_right(gen):
