@@ -54,12 +54,36 @@ __host__ __device__ inline int64_t packed_words(int64_t block_bins) { return (bl
 // l - words (neighbouring bins sit in neighbouring words, so in different banks).
 struct PackedBins {
   uint32_t* words;
-  uint32_t count;  // words (a multiple of 4)
+  uint32_t count;         // words (a multiple of 4)
+  uint32_t shared_words;  // `words` in the shared window (32-bit shared addresses: no generic conversion an add)
+  uint32_t lane_word;     // the shared address a lane adds zero to (add_or_zero): its own word, banks apart
 
-  // Adds n (at most 2^15) to local bin `local`.
-  __device__ __forceinline__ void add(uint32_t local, uint32_t n) const {
-    const bool high = local >= count;
-    atomicAdd(words + (high ? local - count : local), high ? n << 16 : n);
+  __device__ PackedBins(uint32_t* block_words, uint32_t word_count)
+      : words(block_words),
+        count(word_count),
+        shared_words(static_cast<uint32_t>(__cvta_generic_to_shared(block_words))),
+        lane_word(shared_words + 4u * (threadIdx.x % 32 % word_count)) {}
+
+  // The shared address of local bin `local`'s word, and what adding n to it adds to the word.
+  __device__ __forceinline__ uint32_t address(uint32_t local) const {
+    return shared_words + 4u * (local >= count ? local - count : local);
+  }
+  __device__ __forceinline__ uint32_t amount(uint32_t local, uint32_t n) const { return local >= count ? n << 16 : n; }
+
+  // Adds n (at most 2^15) to local bin `local` where `take` (else nothing: `local` may be anything).
+  __device__ __forceinline__ void add_if(bool take, uint32_t local, uint32_t n) const {
+    if (take) red_shared(address(local), amount(local, n));
+  }
+
+  // The same, with no branch: a lane that does not take adds zero to its lane word. ptxas places a branch around a
+  // predicated shared atomic (BSSY, BRA, BSYNC: about as many instructions as the add), and where about half the
+  // lanes of a warp add (two ranges) the warp issues the add either way (NOTES.md: "Tier cluster: branchless adds").
+  __device__ __forceinline__ void add_or_zero(bool take, uint32_t local, uint32_t n) const {
+    red_shared(take ? address(local) : lane_word, take ? amount(local, n) : 0u);
+  }
+
+  static __device__ __forceinline__ void red_shared(uint32_t shared_address, uint32_t n) {
+    asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(shared_address), "r"(n) : "memory");
   }
 
   // Adds the counts at or above kPackedSweepFloor into output bins [base, base + 2 * count) (base: local bin 0) and
@@ -273,39 +297,36 @@ __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_g
   constexpr int kRoundsPerSweep = packed_rounds_per_sweep<T>();
   static_assert(kRoundsPerSweep >= 1, "a round stays within the values a sweep allows");
   constexpr int kPerVector = 16 / sizeof(T);
-  constexpr uint32_t kNone = kNotOwned;     // a key counted nowhere: no element, dropped, or another block's bin
-  constexpr uint32_t kMixed = 0xfffffffeu;  // a vector of several keys
+  constexpr uint32_t kNone = kNotOwned;  // a key counted nowhere: no element, dropped, or another block's bin
   const LocalKeys local_key(p, first_bin, owned);
   int64_t current_row = -1;  // the row the walk adds into: where a sweep moves counts
   int rounds = 0;
   bool emptied = false;  // the words were flushed and not yet zeroed
   const auto key = [&](T value, bool valid) { return valid ? local_key(value) : kNone; };
-  // Every lane of the warp together: `run` values of `lane_key` a lane (kMixed: the lane adds `keys` one by one).
-  const auto add_warp = [&](uint32_t lane_key, uint32_t run, const uint32_t* keys, int count_keys) {
-    const uint32_t lead = __shfl_sync(0xffffffffu, lane_key, 0);
-    if (__all_sync(0xffffffffu, lane_key == lead) && lead != kMixed) {
-      if (threadIdx.x % 32 == 0 && lead != kNone) bins.add(lead, 32 * run);
-    } else if (lane_key != kMixed) {
-      if (lane_key != kNone) bins.add(lane_key, run);
+  // Every lane of the warp together, each with its N keys: a warp whose keys are all one (one hot bin, a sorted run)
+  // adds once, from lane 0; else every lane adds its keys, one branchless add each (add_or_zero).
+  const auto add_warp = [&](const uint32_t* keys, auto key_count) {
+    constexpr int kKeys = decltype(key_count)::value;
+    const uint32_t lead = __shfl_sync(0xffffffffu, keys[0], 0);
+    bool with_lead = true;
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) with_lead = with_lead && keys[j] == lead;
+    if (__all_sync(0xffffffffu, with_lead)) {
+      bins.add_if(threadIdx.x % 32 == 0 && lead != kNone, lead, 32u * kKeys);
     } else {
-      for (int j = 0; j < count_keys; ++j) {
-        if (keys[j] != kNone) bins.add(keys[j], 1u);
-      }
+#pragma unroll
+      for (int j = 0; j < kKeys; ++j) bins.add_or_zero(keys[j] != kNone, keys[j], 1u);
     }
   };
   const auto visit_vector = [&](const T (&values)[kPerVector], bool valid) {
     uint32_t keys[kPerVector];
-    bool same = true;
 #pragma unroll
-    for (int j = 0; j < kPerVector; ++j) {
-      keys[j] = key(values[j], valid);
-      same = same && keys[j] == keys[0];
-    }
-    add_warp(same ? keys[0] : kMixed, kPerVector, keys, kPerVector);
+    for (int j = 0; j < kPerVector; ++j) keys[j] = key(values[j], valid);
+    add_warp(keys, std::integral_constant<int, kPerVector>{});
   };
   const auto visit_one = [&](T value, bool valid) {
-    const uint32_t k = key(value, valid);
-    add_warp(k, 1u, &k, 1);
+    const uint32_t keys[1] = {key(value, valid)};
+    add_warp(keys, std::integral_constant<int, 1>{});
   };
   const auto between_rounds = [&] {
     if (++rounds < kRoundsPerSweep) return;

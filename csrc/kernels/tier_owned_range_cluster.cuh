@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     using LocalKeys = typename std::conditional<kBody == kAnyCall, detail::BinnerLocalKeys<T>,
                                                 detail::ValueLocalKeys<T, kBody == kCountsByValueClamped>>::type;
     const detail::ClusterSlice<uint32_t> range = detail::owned_slice<uint32_t>(cluster, p);
-    const detail::PackedBins bins{range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block))};
+    const detail::PackedBins bins(range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block)));
     detail::zero_bins(bins.words, bins.count);
     __syncthreads();  // no thread may count into a word another thread has not zeroed yet
     detail::count_packed<T, Policy, LocalKeys>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned),
