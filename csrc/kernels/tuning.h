@@ -86,7 +86,10 @@ constexpr int kGlobalSumsVectorsInFlight = 1;
 //   3 blocks (262144 bins):       uniform 1.07 / 1.24, normal 1.05 / 1.39, one hot 0.749 / 0.482, zipf 0.996 / 1.32,
 //                                 sorted 0.695 / 0.827  -> partition (the cluster 1.55x on one hot; the partition
 //                                 1.32x on normal), and the exchange (0.58-0.90) beats both there
-// so the limit stays at 2 blocks for every binning. (Tier exchange starts past it: kExchangeAutoMinBins.)
+// so the limit stays at 2 blocks for every binning. (Tier exchange starts past it: kExchangeAutoMinBins.) With the
+// branchless adds (NOTES.md "Tier cluster: branchless adds, one warp vote a vector"; same section, a later run) 3
+// blocks at 262144 bins take uniform 1.00, normal 0.992, one hot 0.741, zipf 0.990, sorted 0.882 against the
+// exchange's 0.904 / 0.901 / 0.566 / 0.903 / 0.711: still slower on every distribution.
 constexpr int kClusterAutoMaxBlocks = 2;
 // A work item of tier cluster's 16-bit counts is worth a block from bins_per_block / 2 elements (the cluster tiers'
 // rule, 2 x item bins, with item bins = bins_per_block / kPackedItemBinsDivisor), not 2 x bins_per_block: more blocks
@@ -190,7 +193,11 @@ constexpr int64_t kExchangeBlockBins = 16384;
 // 2^28 + 2) 0.780 / 0.572 and 0.830 / 0.606 uniform, 0.596 / 0.487 and 0.616 / 0.510 one hot; int64 0.604 / 0.503
 // and 0.653 / 0.563; clamped 0.880 / 0.689 and 0.912 / 0.774; 2^22-2^24 values 35.9-68.9 us against 50.8-93.3 at
 // 131072, a tie at 232448. Slower in the cluster: 8 batched rows of 2^24 with one hot bin, 0.336 / 0.390 and 0.383 /
-// 0.474 (uniform rows 0.663 / 0.592 and 0.687 / 0.689). The window starts past the cluster's 2 blocks.
+// 0.474 (uniform rows 0.663 / 0.592 and 0.687 / 0.689). The window starts past the cluster's 2 blocks. With the
+// cluster's branchless adds (NOTES.md "Tier cluster: branchless adds, one warp vote a vector"; same section, a later
+// run), exchange / cluster 2 from 116225 to 232448 bins: uniform 0.878-0.898 / 0.588-0.726, one hot 0.521-0.565 /
+// 0.411-0.505, sorted 0.618-0.702 / 0.412-0.511; 8 batched rows of one hot bin at 131072 bins now 0.377 in the
+// cluster (NOTES.md).
 constexpr int64_t kExchangeAutoMinBins = 232449;  // past 2 blocks of 16-bit counts (232448 bins): tier cluster's
 constexpr int64_t kExchangeAutoMaxBins = 640000;  // 16 blocks of 40000: its capacity for 4-byte input
 // ... and only for a histogram of at least kExchangeAutoMinElements elements: zeroing and flushing every cluster's
