@@ -177,6 +177,22 @@ def test_cluster_packed_bodies_at_the_dtype_limits(dtype, binning, gen):
                 assert torch.equal(got.cpu(), expected), f"{bins} bins, cluster of {size} ({ranges} ranges), {name}"
 
 
+def test_cluster_packed_zero_adds_on_few_words(gen):
+    """Where a warp's keys differ, each lane adds every one of its keys with no branch: a key not counted (a value
+    dropped here) adds zero to the lane's own word, lane % words when a block has fewer than 32 words (under 64 bins).
+    Few bins, a fifth of the values outside them, hot bins among them (so warps hold one key, mixed keys and none),
+    dense and strided, in clusters of 1 and 2 blocks: every count exact."""
+    for bins in (1, 5, 13, 63, 64, 65):
+        x = hot_values(bins, {0: 3 * 32 * 4 + 1, bins - 1: 257}, 100003, gen)
+        x[torch.randint(0, x.numel(), (x.numel() // 5,), generator=gen)] = -7
+        xc = x.to(torch.int32).cuda()
+        for size in [s for s in cluster_sizes_for(bins) if s in (1, 2)]:
+            for name, view in (("dense", xc), ("strided", xc[::3])):
+                with torch_dsmhist.force_tier("cluster", size):
+                    got = torch_dsmhist.histogram(view, bins)
+                assert torch.equal(got.cpu(), reference_histogram(view, bins)), f"{bins} bins, cluster of {size}, {name}"
+
+
 def test_cluster_hot_bins_batched_rows(gen):
     bins = 120001
     sizes = cluster_sizes_for(bins)
