@@ -253,6 +253,39 @@ def test_partition_counts_runs_of_one_bin_among_others(hot_share, gen):
                                        rtol=1e-4, atol=1e-3, msg=f"seed {seed}")
 
 
+@pytest.mark.parametrize("bins", [(4 << 20) + 7, (16 << 20) + 3])
+def test_partition_counts_short_runs_one_a_thread(bins, gen):
+    """Tier partition's kernel 3 counts a batch of runs whose every run is a few 16-byte vectors one run a thread
+    (kPartitionOwnRunMaxVectors), and other batches end to end across the block. At 4M and 16M bins the uniform 60%
+    of 2^23 values leave runs of about 40 and 10 entries in each of a chunk's tiles, while a hot chunk (the other 40%
+    on its 30011 bins) has runs of thousands: both ways in one call, and a run's first and last vector partial.
+    Counts into int64 and int32, histogram_add_ onto a nonzero histogram, batched rows, and at 4M bins float32,
+    float64 and deterministic weighted sums, which count every batch end to end (64-bit sums hold at most 1023 chunks
+    of 16384 bins, under 16M), forced partition, exactly against the reference."""
+    n = (1 << 23) + 5
+    spread = make_index_values(n, bins, torch.int32, "uniform", gen)
+    x = torch.where(torch.rand(n, generator=gen) < 0.4, spread.remainder(30011), spread)
+    expected = reference_histogram(x, bins)
+    start = torch.randint(0, 1000, (bins,), generator=gen)
+    xc = x.cuda()
+    with torch_dsmhist.force_tier("partition"):
+        assert torch.equal(torch_dsmhist.histogram(xc, bins).cpu(), expected), bins
+        assert torch.equal(torch_dsmhist.histogram(xc, bins, dtype=torch.int32).cpu(), expected.int()), bins
+        accumulated = start.cuda()
+        torch_dsmhist.histogram_add_(accumulated, xc)
+        assert torch.equal(accumulated.cpu(), start + expected), bins
+        if bins < 16 << 20:
+            integers, scaled = exact_weights(n, gen)
+            for kind in SUM_KINDS:
+                w = sum_weights(kind, integers, scaled)
+                with deterministic_algorithms(kind == "deterministic"):
+                    got = torch_dsmhist.histogram(xc, bins, weight=w.cuda()).cpu()
+                assert torch.equal(got, reference_histogram(x, bins, weight=w).to(got.dtype)), (bins, kind)
+        rows = x[: 2 * (n // 2)].view(2, -1)
+        got = torch_dsmhist.batched_histogram(rows.cuda(), bins).cpu()
+    assert torch.equal(got, torch.stack([reference_histogram(r, bins) for r in rows])), bins
+
+
 def runs_of_bins(n: int, bins: int, gen: torch.Generator) -> torch.Tensor:
     """n int32 values in runs of one bin (random lengths 1-40, random bins, a few out of range)."""
     lengths = torch.randint(1, 41, (n,), generator=gen)

@@ -234,13 +234,44 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
     // masked to it) laid end to end across the block: thread i takes two consecutive vectors of that sequence per
     // round, so loads are wide and many are in flight whether the runs are long (few chunks, a hot chunk) or a few
     // entries each (many chunks).
+    // A thread's run of the next batch is asked for while the block counts the current one.
+    uint32_t next_run = item.tile_begin + threadIdx.x < item.tile_end ? runs[item.tile_begin + threadIdx.x] : 0u;
     for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
       const int64_t own_tile = batch + threadIdx.x;
-      const uint32_t own_run = own_tile < item.tile_end ? runs[own_tile] : 0u;
+      const uint32_t own_run = next_run;
+      next_run = own_tile + blockDim.x < item.tile_end ? runs[own_tile + blockDim.x] : 0u;
       const uint32_t own_first = own_run >> 16, own_stop = own_first + (own_run & 0xffffu);
+      const uint32_t own_vectors = own_stop == own_first ? 0u : (own_stop + 7u) / 8u - own_first / 8u;
       batch_runs[threadIdx.x] = own_run;
-      batch_vectors[threadIdx.x] = own_stop == own_first ? 0u : (own_stop + 7u) / 8u - own_first / 8u;
-      __syncthreads();  // the batch's runs must be in place before they are scanned
+      batch_vectors[threadIdx.x] = own_vectors;
+      // Counts in runs of a few vectors each (many chunks: 4M-16M bins): every thread counts its own run, a group
+      // of vectors loaded at once, with no scan, no search and no further barrier (the batch's shared runs go
+      // unread). Else (a chunk's elements bunched into some tiles, few chunks, or weighted sums, which lost 10% this
+      // way) the runs are laid end to end across the block.
+      bool own_runs = false;
+      if constexpr (kCounts) {
+        own_runs = !__syncthreads_or(own_vectors > kPartitionOwnRunMaxVectors);  // also: the runs are in place
+      } else {
+        __syncthreads();  // the batch's runs must be in place before they are scanned
+      }
+      if (own_runs) {
+        const uint32_t warp_vectors = __reduce_max_sync(0xffffffffu, own_vectors);
+        const uint32_t first_vector = own_first / 8u;
+        for (uint32_t group = 0; group < warp_vectors; group += kPartitionOwnRunGroup) {
+          uint4 raw[kPartitionOwnRunGroup];
+#pragma unroll
+          for (int u = 0; u < kPartitionOwnRunGroup; ++u) {
+            raw[u] = group + u < own_vectors ? vectors[own_tile * (kTile / 8) + first_vector + group + u]
+                                             : make_uint4(0u, 0u, 0u, 0u);
+          }
+#pragma unroll
+          for (int u = 0; u < kPartitionOwnRunGroup; ++u) {
+            add_vector(raw[u], own_tile, first_vector + group + u, own_first,
+                       group + u < own_vectors ? own_stop : own_first);
+          }
+        }
+        continue;
+      }
       detail_partition::exclusive_scan<kPartitionCountThreads>(batch_vectors, vector_firsts, kPartitionCountThreads,
                                                                warp_sums, [](int, uint32_t, uint32_t) {});
       __syncthreads();  // the scan must be complete before it is searched

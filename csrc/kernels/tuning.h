@@ -245,6 +245,16 @@ constexpr int64_t kPartitionDirectRatio = 8;
 // (the third version) at 1M bins uniform 0.68; equal items cut for one round 0.46 (two rounds 0.49); but one round
 // only at 4M bins Zipf 5.77 (129 chunks for 132 blocks: the hot chunk got 4 items), two rounds 0.89.
 constexpr int kPartitionItemRoundsTried = 3;
+// Kernel 3 reads a batch of 1024 tiles' runs of its chunk. When none is longer than kPartitionOwnRunMaxVectors
+// 16-byte vectors (8 entries each), every thread counts its own run, kPartitionOwnRunGroup vectors loaded at once;
+// else the batch's runs are laid end to end across the block (a scan, then a binary search per two vectors), which
+// keeps threads even when runs differ (sorted data, a hot chunk). Counts only: weighted sums lost 10% this way.
+// Measured on the H100 80GB HBM3 (benchmarks/NOTES.md, "kernel 3 counts short runs one a thread", 2026-11-24, 2^28
+// int32, forced partition, ms, before -> after, each timed twice in turn): 16M bins uniform 2.207 -> 1.928, normal
+// 2.363 -> 1.914, Zipf 2.339 -> 2.063; 4M uniform 1.329 -> 1.273, normal 1.557 -> 1.472; 1M uniform 1.132 -> 1.128
+// (its runs of ~32 vectors stay end to end), Zipf 1.508 -> 1.445, sorted 0.910 -> 0.845; one hot unchanged.
+constexpr uint32_t kPartitionOwnRunMaxVectors = 16;
+constexpr int kPartitionOwnRunGroup = 4;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 116224 16-bit counts). Measured by benchmarks/bench_plan.py on
 // the H100 80GB HBM3 (RESULTS.md "Plan thresholds", sixth version of the tier, 2026-11-23; 2^28 int32, median ms,
