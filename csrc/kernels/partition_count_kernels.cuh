@@ -230,10 +230,12 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
         if (((inside >> j) & 1u) != 0u) add(local[j], value[j]);
       }
     };
-    // Up to one tile's run per thread at a time, read as 16-byte vectors (8 entries; a run's first and last vector
-    // masked to it) laid end to end across the block: thread i takes two consecutive vectors of that sequence per
-    // round, so loads are wide and many are in flight whether the runs are long (few chunks, a hot chunk) or a few
-    // entries each (many chunks).
+    // Up to one tile's run per thread at a time (a batch), read as 16-byte vectors (8 entries; a run's first and last
+    // vector masked to it). Counts whose every run in the batch is a few vectors (many chunks: 4M-16M bins) take one
+    // run a thread, a group of vectors loaded at once, with no scan, no search and no further barrier (the batch's
+    // shared runs go unread). Else (a chunk's elements bunched into some tiles, few chunks, or weighted sums, which
+    // lost 10% the other way) the runs are laid end to end across the block: thread i takes two consecutive vectors
+    // of that sequence per round, so loads are wide and many are in flight whatever the runs' lengths.
     // A thread's run of the next batch is asked for while the block counts the current one.
     uint32_t next_run = item.tile_begin + threadIdx.x < item.tile_end ? runs[item.tile_begin + threadIdx.x] : 0u;
     for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
@@ -244,11 +246,7 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       const uint32_t own_vectors = own_stop == own_first ? 0u : (own_stop + 7u) / 8u - own_first / 8u;
       batch_runs[threadIdx.x] = own_run;
       batch_vectors[threadIdx.x] = own_vectors;
-      // Counts in runs of a few vectors each (many chunks: 4M-16M bins): every thread counts its own run, a group
-      // of vectors loaded at once, with no scan, no search and no further barrier (the batch's shared runs go
-      // unread). Else (a chunk's elements bunched into some tiles, few chunks, or weighted sums, which lost 10% this
-      // way) the runs are laid end to end across the block.
-      bool own_runs = false;
+      bool own_runs = false;  // one run a thread (above)
       if constexpr (kCounts) {
         own_runs = !__syncthreads_or(own_vectors > kPartitionOwnRunMaxVectors);  // also: the runs are in place
       } else {
