@@ -234,8 +234,9 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
     // vector masked to it). Counts whose every run in the batch is a few vectors (many chunks: 4M-16M bins) take one
     // run a thread, a group of vectors loaded at once, with no scan, no search and no further barrier (the batch's
     // shared runs go unread). Else (a chunk's elements bunched into some tiles, few chunks, or weighted sums, which
-    // lost 10% the other way) the runs are laid end to end across the block: thread i takes two consecutive vectors
-    // of that sequence per round, so loads are wide and many are in flight whatever the runs' lengths.
+    // lost 10% the other way) the runs are laid end to end across the block: thread i takes a group of consecutive
+    // vectors of that sequence per round (kPartitionEndToEndCountGroup, kPartitionEndToEndSumGroup), so loads are wide
+    // and many are in flight whatever the runs' lengths.
     // A thread's run of the next batch is asked for while the block counts the current one.
     uint32_t next_run = item.tile_begin + threadIdx.x < item.tile_end ? runs[item.tile_begin + threadIdx.x] : 0u;
     for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
@@ -274,10 +275,14 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
                                                                warp_sums, [](int, uint32_t, uint32_t) {});
       __syncthreads();  // the scan must be complete before it is searched
       const uint32_t total = vector_firsts[blockDim.x];
+      // Runs past the item's last tile are empty: the search stops before them.
+      const int batch_runs_used = static_cast<int>(item.tile_end - batch < int64_t(blockDim.x) ? item.tile_end - batch
+                                                                                          : int64_t(blockDim.x));
+      constexpr int kGroup = kCounts ? kPartitionEndToEndCountGroup : kPartitionEndToEndSumGroup;
       // Rounds are the same for every thread (add_vector is warp-collective); past the end a thread adds nothing.
-      for (uint32_t round = 0; round < total; round += 2u * blockDim.x) {
-        const uint32_t v0 = round + 2u * threadIdx.x;
-        int low = 0, high = blockDim.x;  // vector_firsts[low] <= v0 < vector_firsts[high]
+      for (uint32_t round = 0; round < total; round += kGroup * blockDim.x) {
+        const uint32_t v0 = round + kGroup * threadIdx.x;
+        int low = 0, high = batch_runs_used;  // vector_firsts[low] <= v0 < vector_firsts[high]
         while (high - low > 1) {
           const int middle = (low + high) / 2;
           if (vector_firsts[middle] <= v0) {
@@ -286,23 +291,23 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
             high = middle;
           }
         }
-        // Both vectors are loaded before either is counted. The second may lie in a later run (empty runs between).
-        uint4 raw[2];
-        uint32_t first[2], stop[2], vector[2];
-        int64_t tile[2];
+        // The group's vectors are all loaded before any is counted. One may lie in a later run (empty runs between).
+        uint4 raw[kGroup];
+        uint32_t first[kGroup], stop[kGroup], vector[kGroup];
+        int run_of[kGroup];
         int run = low;
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < kGroup; ++u) {
           const uint32_t v = v0 + uint32_t(u);
-          while (run + 1 < int(blockDim.x) && vector_firsts[run + 1] <= v) ++run;
+          while (run + 1 < batch_runs_used && vector_firsts[run + 1] <= v) ++run;
+          run_of[u] = run;
           first[u] = batch_runs[run] >> 16;
           stop[u] = v < total ? first[u] + (batch_runs[run] & 0xffffu) : first[u];  // past the end: nothing
           vector[u] = first[u] / 8u + (v - vector_firsts[run]);
-          tile[u] = batch + run;
-          raw[u] = v < total ? vectors[tile[u] * (kTile / 8) + vector[u]] : make_uint4(0u, 0u, 0u, 0u);
+          raw[u] = v < total ? vectors[(batch + run) * (kTile / 8) + vector[u]] : make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
-        for (int u = 0; u < 2; ++u) add_vector(raw[u], tile[u], vector[u], first[u], stop[u]);
+        for (int u = 0; u < kGroup; ++u) add_vector(raw[u], batch + run_of[u], vector[u], first[u], stop[u]);
       }
       __syncthreads();  // every thread is done with the batch's runs before they are replaced
     }
