@@ -276,8 +276,7 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       __syncthreads();  // the scan must be complete before it is searched
       const uint32_t total = vector_firsts[blockDim.x];
       // Runs past the item's last tile are empty: the search stops before them.
-      const int batch_runs_used = static_cast<int>(item.tile_end - batch < int64_t(blockDim.x) ? item.tile_end - batch
-                                                                                          : int64_t(blockDim.x));
+      const int batch_runs_used = static_cast<int>(min(item.tile_end - batch, int64_t(blockDim.x)));
       constexpr int kGroup = kCounts ? kPartitionEndToEndCountGroup : kPartitionEndToEndSumGroup;
       // Rounds are the same for every thread (add_vector is warp-collective); past the end a thread adds nothing.
       for (uint32_t round = 0; round < total; round += kGroup * blockDim.x) {
