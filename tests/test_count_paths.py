@@ -312,3 +312,38 @@ def test_byte_tallies_one_hot_value_in_long_input(gen):
     x[torch.randint(0, x.numel(), (1000,), generator=gen)] = 7
     expected = reference_histogram(x, 256)
     assert torch.equal(torch_dsmhist.histogram(x.cuda(), 256).cpu(), expected)
+
+
+PARTITION_TILE = 8192  # kPartitionThreads x kPartitionValuesPerThread (csrc/kernels/tuning.h)
+PARTITION_CHUNK_BINS = 32768  # counts: kPartitionChunkBytes / 4
+
+
+def test_partition_chunks_of_short_runs_and_uneven_runs(gen):
+    """Tier partition's kernel 3 counts an item one run a thread with no barrier only when kernel 2 found no long run
+    in its chunk; else batch by batch, end to end where a batch has a long run, searching each vector's run from a
+    guessed place. At 4M bins the uniform values leave runs of ~40 entries in every tile (no barrier). Chunk 3 also
+    gets 3000 values inside one tile: one long run, so all its batches go the other way. Chunks 5 and 6 get a share
+    of the values that grows (chunk 5) or shrinks (chunk 6) along the input, runs of 0 to ~2000 entries: a vector's
+    run lies far past (5) or before (6) the place guessed from an even spread. Forced partition, counts into int64
+    and int32 and histogram_add_, exactly against the reference."""
+    bins, n = (4 << 20) + 7, (1 << 23) + 5
+    x = make_index_values(n, bins, torch.int32, "uniform", gen)
+
+    def chunk_values(chunk: int, count: int) -> torch.Tensor:
+        return chunk * PARTITION_CHUNK_BINS + torch.randint(0, PARTITION_CHUNK_BINS, (count,), generator=gen,
+                                                            dtype=torch.int32)
+
+    start = 37 * PARTITION_TILE + 1000
+    x[start:start + 3000] = chunk_values(3, 3000)
+    share = torch.linspace(0.0, 0.25, n)
+    x = torch.where(torch.rand(n, generator=gen) < share, chunk_values(5, n), x)
+    x = torch.where(torch.rand(n, generator=gen) < share.flip(0), chunk_values(6, n), x)
+    expected = reference_histogram(x, bins)
+    xc = x.cuda()
+    with torch_dsmhist.force_tier("partition"):
+        assert torch.equal(torch_dsmhist.histogram(xc, bins).cpu(), expected)
+        assert torch.equal(torch_dsmhist.histogram(xc, bins, dtype=torch.int32).cpu(), expected.int())
+        start_counts = torch.randint(0, 1000, (bins,), generator=gen)
+        accumulated = start_counts.cuda()
+        torch_dsmhist.histogram_add_(accumulated, xc)
+    assert torch.equal(accumulated.cpu(), start_counts + expected)

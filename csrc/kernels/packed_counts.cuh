@@ -82,10 +82,6 @@ struct PackedBins {
     red_shared(take ? address(local) : lane_word, take ? amount(local, n) : 0u);
   }
 
-  static __device__ __forceinline__ void red_shared(uint32_t shared_address, uint32_t n) {
-    asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(shared_address), "r"(n) : "memory");
-  }
-
   // Adds the counts at or above kPackedSweepFloor into output bins [base, base + 2 * count) (base: local bin 0) and
   // leaves the rest. The block's threads take disjoint words; the caller puts a barrier on each side.
   template <typename Policy>

@@ -1,5 +1,5 @@
-// Kernels 2 and 3 of tier "partition" (tier_partition.cuh holds the unit; partition_kernels.cuh the slice, its
-// workspace layout and kernel 1): cutting each chunk's runs into work items, then counting the items in shared
+// Kernel 3 of tier "partition" (tier_partition.cuh holds the unit; partition_kernels.cuh the slice, its workspace
+// layout and kernel 1; partition_item_kernels.cuh kernel 2, which cuts the items): counting the items in shared
 // memory. Device code; no torch header.
 #pragma once
 
@@ -13,129 +13,81 @@
 namespace dsmhist {
 namespace partition_tier {
 
-// Kernel 2: one block per chunk. Kernel 3's blocks claim the items in turn, so the slice is cut into items of about
-// equal length, in as few rounds (items per block) as keep the longest short. For r rounds (from
-// the fewest the chunks allow, one item per chunk, to kPartitionItemRoundsTried more), every block finds the same
-// smallest item length `most` (at least min_item_values, within 3%) with sum over chunks of ceil(total / most) <= r *
-// blocks, and keeps the r whose rounds * (most + the chunk's bins, for the flush: measured about one element's cost
-// a bin) is the smallest. Its chunk is then cut into ceil(total / most) items of equal length, each a range of tiles:
-// tile t belongs to item floor(elements of the chunk before t * items / total).
-// Every item starts at some tile: a chunk cut into two items or more has items longer than half the shortest
-// (min_item_values, at least this), so longer than a tile's run, and item_of steps by at most one per tile.
-static_assert(kPartitionChunkBytes / 8 * kPartitionMinItemElementsPerBin / 2 > kTile,
-              "an item of a chunk cut in two or more is longer than a tile");
-template <typename Policy>
-__global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(const Slice s) {
-  static_assert(kPartitionItemThreads >= kPartitionMaxChunks, "one thread per chunk when the item size is chosen");
-  __shared__ uint32_t warp_sums[32];
-  __shared__ uint32_t lengths[kPartitionItemThreads];
-  __shared__ uint32_t starts[kPartitionItemThreads + 1];
-  __shared__ uint32_t first_item;
-  __shared__ uint32_t item_sums[3];  // the search's sums, in turn: a slot is zeroed two calls before it is reused
-  const uint32_t chunk = blockIdx.x;
-  const uint32_t* runs = s.runs + int64_t(chunk) * s.tiles;
-  const int lane = threadIdx.x & 31;
+namespace detail_count {
 
-  // Thread c holds chunk c's total (kernel 1 summed each chunk's runs); the largest total bounds the search.
-  const uint32_t own_total = threadIdx.x < uint32_t(s.chunks) ? s.counters->chunk_totals[threadIdx.x] : 0u;
-  uint32_t largest = __reduce_max_sync(0xffffffffu, own_total);
-  if (lane == 0) warp_sums[threadIdx.x >> 5] = largest;
-  if (threadIdx.x < 3) item_sums[threadIdx.x] = 0u;
-  __syncthreads();  // every warp's largest total (and the zeroed sums) must be in place before they are read
-  largest = 0u;
-  for (int w = 0; w < int(blockDim.x >> 5); ++w) largest = max(largest, warp_sums[w]);
-  const uint32_t total = s.counters->chunk_totals[chunk];
-  // Items of the slice if no item is longer than `most` elements (the same on every thread).
-  int call = 0;
-  auto items_for = [&](uint32_t most) {
-    const uint32_t own = own_total == 0u ? 0u : (own_total - 1u) / most + 1u;
-    const uint32_t warp_items = __reduce_add_sync(0xffffffffu, own);
-    if (lane == 0 && warp_items != 0u) atomicAdd(item_sums + call % 3, warp_items);
-    __syncthreads();  // every warp's items must be added before the sum is read
-    const uint32_t sum = item_sums[call % 3];
-    // Every thread read the previous call's slot before this call's barrier: it serves the call after next.
-    if (threadIdx.x == 0) item_sums[(call + 2) % 3] = 0u;
-    ++call;
-    return sum;
-  };
-  const uint32_t shortest = static_cast<uint32_t>(s.min_item_values);
-  const uint32_t blocks = static_cast<uint32_t>(s.count_blocks);
-  const uint32_t chunk_bins = 1u << s.chunk_shift;
-  const uint32_t nonempty = items_for(0xffffffffu);  // one item per chunk
-  const uint32_t slice_total = items_for(1u);        // one item per element
-  uint32_t most = max(shortest, largest);
-  uint64_t best_cost = ~uint64_t(0);
-  const uint32_t fewest_rounds = max(1u, (nonempty + blocks - 1u) / blocks);
-  for (uint32_t rounds = fewest_rounds; rounds <= fewest_rounds + kPartitionItemRoundsTried; ++rounds) {
-    const uint32_t target = rounds * blocks;
-    // `target` items of fewer than slice_total / target elements cannot hold the slice: no shorter length fits.
-    const uint32_t least = max(shortest, (slice_total + target - 1u) / target);
-    // That bound on this round's cost only grows with more rounds.
-    if (uint64_t(rounds) * (uint64_t(least) + chunk_bins) >= best_cost) break;
-    // items_for(fits) <= target (one item per chunk fits); `low` is below every length known to fit.
-    uint32_t fits = max(shortest, largest), low = least - 1u;
-    if (items_for(least) <= target) fits = least;
-    // Halve the interval while it is wider than 1/32 of its lower end: lengths within 3% of the smallest.
-    while (fits - low > max(1u, low / 32u)) {
-      const uint32_t middle = low + (fits - low) / 2u;
-      if (items_for(middle) <= target) {
-        fits = middle;
-      } else {
-        low = middle;
-      }
+// The run of vector `v` of a batch laid end to end: the largest r < used with firsts[r] <= v (firsts ascending from
+// firsts[0] = 0, v < firsts[used]), from `hint` by steps doubling away from it, then halving. A hint a run or two off
+// costs two or three loads; a bad one at most about twice a plain binary search.
+__device__ __forceinline__ int run_of_vector(const uint32_t* firsts, int used, uint32_t v, int hint) {
+  int low = hint, high = hint, step = 1;  // firsts[low] <= v < firsts[high] (high == used: past the last run)
+  if (firsts[hint] <= v) {
+    while (low + step < used && firsts[low + step] <= v) {
+      low += step;
+      step *= 2;
     }
-    const uint64_t cost = uint64_t(rounds) * (uint64_t(fits) + chunk_bins);
-    if (cost < best_cost) {
-      best_cost = cost;
-      most = fits;
+    high = min(low + step, used);
+  } else {
+    while (high - step > 0 && firsts[high - step] > v) {
+      high -= step;
+      step *= 2;
+    }
+    low = max(high - step, 0);
+  }
+  while (high - low > 1) {
+    const int middle = (low + high) / 2;
+    if (firsts[middle] <= v) {
+      low = middle;
+    } else {
+      high = middle;
     }
   }
-  const uint32_t items = total == 0u ? 0u : (total - 1u) / most + 1u;
-  if (threadIdx.x == 0) first_item = items == 0 ? 0u : atomicAdd(&s.counters->item_count, items);
-  __syncthreads();  // every thread needs the chunk's first item
-  if (items == 0) return;
-  Item* out = s.items + first_item;
-  if (items == 1u) {  // the whole chunk: no cut to find
-    if (threadIdx.x == 0) out[0] = Item{chunk, 0u, static_cast<uint32_t>(s.tiles), 0u, total};
+  return low;
+}
+
+// Counts of one 16-byte vector (8 entries; the `vector`-th of its tile) into a block's 32-bit shared bins at
+// `bins_address`: its entries in the run [first, stop) (tile-relative) add 1 each. Warp-collective. No branch per
+// entry: where some lane's vector is cut by its run's ends, an entry outside the run adds to the lane's spare word
+// (`lane_spare`, never read) instead, so it neither adds to a bin nor conflicts with another lane's add.
+__device__ __forceinline__ void count_vector(uint32_t bins_address, uint32_t lane_spare, const uint4& raw,
+                                             uint32_t vector, uint32_t first, uint32_t stop) {
+  const uint32_t base = vector * 8u;
+  const uint32_t begin = first > base ? min(first - base, 8u) : 0u;
+  const uint32_t end = stop > base ? min(stop - base, 8u) : 0u;
+  uint32_t inside = end > begin ? ((1u << end) - 1u) & ~((1u << begin) - 1u) : 0u;
+  if (!__any_sync(0xffffffffu, inside != 0u)) return;  // a warp past its runs' ends
+  const uint32_t local0 = raw.x & 0xffffu;
+  // A vector of one bin (sorted data) adds once, and a warp of such vectors of one bin (one hot bin) adds once.
+  const bool one_bin =
+      inside == 0xffu && raw.x == raw.y && raw.y == raw.z && raw.z == raw.w && (raw.x >> 16) == local0;
+  if (__any_sync(0xffffffffu, one_bin)) {
+    const uint32_t lead = __shfl_sync(0xffffffffu, local0, 0);
+    if (__all_sync(0xffffffffu, one_bin && local0 == lead)) {
+      if ((threadIdx.x & 31u) == 0u) dsmhist::detail::red_shared(bins_address + 4u * lead, 8u * 32u);
+      return;
+    }
+    if (one_bin) {
+      dsmhist::detail::red_shared(bins_address + 4u * local0, 8u);
+      inside = 0u;
+    }
+  }
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if (__all_sync(0xffffffffu, inside == 0xffu)) {
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      dsmhist::detail::red_shared(bins_address + 4u * (words[w] & 0xffffu), 1u);
+      dsmhist::detail::red_shared(bins_address + 4u * (words[w] >> 16), 1u);
+    }
     return;
   }
-  auto item_of = [&](uint32_t before) { return uint32_t(uint64_t(before) * items / total); };
-
-  // Each thread walks a range of consecutive tiles, starting from the chunk's elements before its range.
-  const int64_t per_thread = (s.tiles + blockDim.x - 1) / blockDim.x;
-  const int64_t first_tile = int64_t(threadIdx.x) * per_thread < s.tiles ? int64_t(threadIdx.x) * per_thread : s.tiles;
-  const int64_t end_tile = first_tile + per_thread < s.tiles ? first_tile + per_thread : s.tiles;
-  uint32_t own = 0u;
-  for (int64_t t = first_tile; t < end_tile; ++t) own += runs[t] & 0xffffu;
-  lengths[threadIdx.x] = own;
-  __syncthreads();  // every range's length must be in place before they are scanned
-  detail_partition::exclusive_scan<kPartitionItemThreads>(lengths, starts, kPartitionItemThreads, warp_sums,
-                                                          [](int, uint32_t, uint32_t) {});
-  __syncthreads();  // the scan must be complete before it is read
-  uint32_t before = starts[threadIdx.x];
-  // The item of the tile before the range (-1 before the first tile).
-  int64_t previous_item = first_tile == 0 || first_tile == end_tile
-                              ? -1
-                              : int64_t(item_of(before - (runs[first_tile - 1] & 0xffffu)));
-  for (int64_t t = first_tile; t < end_tile; ++t) {
-    const int64_t item = before < total ? int64_t(item_of(before)) : int64_t(items);
-    // Items previous_item + 1 .. item start at tile t (those strictly between are empty).
-    for (int64_t i = previous_item + 1; i <= item && i < items; ++i) {
-      out[i].chunk = chunk;
-      out[i].tile_begin = static_cast<uint32_t>(t);
-      out[i].first_value = before;
-    }
-    previous_item = item;
-    before += runs[t] & 0xffffu;
-  }
-  __syncthreads();  // item starts were written by other threads of this block
-  // Item i ends where item i + 1 begins.
-  for (uint32_t i = threadIdx.x; i < items; i += blockDim.x) {
-    const bool last = i + 1 == items;
-    out[i].tile_end = last ? static_cast<uint32_t>(s.tiles) : out[i + 1].tile_begin;
-    out[i].values = (last ? total : out[i + 1].first_value) - out[i].first_value;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const bool low_in = ((inside >> (2 * w)) & 1u) != 0u, high_in = ((inside >> (2 * w + 1)) & 1u) != 0u;
+    dsmhist::detail::red_shared(low_in ? bins_address + 4u * (words[w] & 0xffffu) : lane_spare, 1u);
+    dsmhist::detail::red_shared(high_in ? bins_address + 4u * (words[w] >> 16) : lane_spare, 1u);
   }
 }
+
+}  // namespace detail_count
 
 // Kernel 3: a persistent grid whose blocks claim the items in turn; chunk bins in shared memory (Policy's
 // accumulator).
@@ -151,8 +103,11 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
   uint32_t* warp_sums = vector_firsts + kPartitionCountThreads + 32;
   // In dynamic shared memory too: the kernel may take all of it that the device allows, leaving none static.
   uint32_t* claimed = warp_sums + 32;
+  // Where count_vector's entries outside their run add (never read): one word per lane, so they meet no other lane's.
+  const uint32_t lane_spare = static_cast<uint32_t>(__cvta_generic_to_shared(claimed + 4 + (threadIdx.x & 31)));
   Acc* bins = reinterpret_cast<Acc*>(dsmhist::detail::shared_bins<unsigned char>() + kCountScratchBytes);
   const int64_t chunk_bins = int64_t(1) << s.chunk_shift;
+  const uint32_t bins_address = static_cast<uint32_t>(__cvta_generic_to_shared(bins));
   const int lane = threadIdx.x & 31;
   if (blockIdx.x == 0) {
     if (threadIdx.x == 0) s.next_counters->item_count = s.next_counters->item_claims = 0u;
@@ -234,26 +189,30 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
     // vector masked to it). Counts whose every run in the batch is a few vectors (many chunks: 4M-16M bins) take one
     // run a thread, a group of vectors loaded at once, with no scan, no search and no further barrier (the batch's
     // shared runs go unread). Else (a chunk's elements bunched into some tiles, few chunks, or weighted sums, which
-    // lost 10% the other way) the runs are laid end to end across the block: thread i takes a group of consecutive
-    // vectors of that sequence per round (kPartitionEndToEndCountGroup, kPartitionEndToEndSumGroup), so loads are wide
-    // and many are in flight whatever the runs' lengths.
+    // lost 10% the other way) the runs are laid end to end across the block: each warp takes a group of consecutive
+    // vectors of that sequence per round (kPartitionEndToEndCountGroup, kPartitionEndToEndSumGroup vectors a lane),
+    // lane l the group's l-th, (l + 32)-th, ...: each load is 512 contiguous bytes but at a run's ends, and many
+    // are in flight whatever the runs' lengths. Counts of an item whose every run is short (kernel 2 found its chunk's
+    // longest) take one run a thread throughout, with no barrier: the warps go on independently. `in_shared` (a
+    // constant): counts into the block's shared bins, with count_vector; else add_vector.
     // A thread's run of the next batch is asked for while the block counts the current one.
-    uint32_t next_run = item.tile_begin + threadIdx.x < item.tile_end ? runs[item.tile_begin + threadIdx.x] : 0u;
-    for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
-      const int64_t own_tile = batch + threadIdx.x;
-      const uint32_t own_run = next_run;
-      next_run = own_tile + blockDim.x < item.tile_end ? runs[own_tile + blockDim.x] : 0u;
-      const uint32_t own_first = own_run >> 16, own_stop = own_first + (own_run & 0xffffu);
-      const uint32_t own_vectors = own_stop == own_first ? 0u : (own_stop + 7u) / 8u - own_first / 8u;
-      batch_runs[threadIdx.x] = own_run;
-      batch_vectors[threadIdx.x] = own_vectors;
-      bool own_runs = false;  // one run a thread (above)
-      if constexpr (kCounts) {
-        own_runs = !__syncthreads_or(own_vectors > kPartitionOwnRunMaxVectors);  // also: the runs are in place
-      } else {
-        __syncthreads();  // the batch's runs must be in place before they are scanned
-      }
-      if (own_runs) {
+    auto count_item = [&](auto in_shared) {
+      constexpr bool kInShared = decltype(in_shared)::value;
+      auto add_group_vector = [&](const uint4& raw, int64_t tile, uint32_t vector, uint32_t first, uint32_t stop) {
+        if constexpr (kInShared) {
+          detail_count::count_vector(bins_address, lane_spare, raw, vector, first, stop);
+        } else {
+          add_vector(raw, tile, vector, first, stop);
+        }
+      };
+      auto vectors_of_run = [](uint32_t run) {
+        const uint32_t first = run >> 16, stop = first + (run & 0xffffu);
+        return stop == first ? 0u : (stop + 7u) / 8u - first / 8u;
+      };
+      // One run a thread (the run of tile own_tile), a group of its vectors loaded at once. Warp-collective.
+      auto count_own_run = [&](int64_t own_tile, uint32_t own_run) {
+        const uint32_t own_first = own_run >> 16, own_stop = own_first + (own_run & 0xffffu);
+        const uint32_t own_vectors = vectors_of_run(own_run);
         const uint32_t warp_vectors = __reduce_max_sync(0xffffffffu, own_vectors);
         const uint32_t first_vector = own_first / 8u;
         for (uint32_t group = 0; group < warp_vectors; group += kPartitionOwnRunGroup) {
@@ -265,50 +224,82 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
           }
 #pragma unroll
           for (int u = 0; u < kPartitionOwnRunGroup; ++u) {
-            add_vector(raw[u], own_tile, first_vector + group + u, own_first,
-                       group + u < own_vectors ? own_stop : own_first);
+            add_group_vector(raw[u], own_tile, first_vector + group + u, own_first,
+                             group + u < own_vectors ? own_stop : own_first);
           }
         }
-        continue;
+      };
+      uint32_t next_run = item.tile_begin + threadIdx.x < item.tile_end ? runs[item.tile_begin + threadIdx.x] : 0u;
+      // The most vectors a run of n entries touches is (n + 14) / 8 (it starts on a vector's last entry).
+      if (kCounts && (item.longest_run + 14u) / 8u <= kPartitionOwnRunMaxVectors) {
+        for (int64_t warp_tile = item.tile_begin + (threadIdx.x & ~31u); warp_tile < item.tile_end;
+             warp_tile += blockDim.x) {
+          const int64_t own_tile = warp_tile + lane;
+          const uint32_t own_run = next_run;
+          next_run = own_tile + blockDim.x < item.tile_end ? runs[own_tile + blockDim.x] : 0u;
+          count_own_run(own_tile, own_run);
+        }
+        return;
       }
-      detail_partition::exclusive_scan<kPartitionCountThreads>(batch_vectors, vector_firsts, kPartitionCountThreads,
-                                                               warp_sums, [](int, uint32_t, uint32_t) {});
-      __syncthreads();  // the scan must be complete before it is searched
-      const uint32_t total = vector_firsts[blockDim.x];
-      // Runs past the item's last tile are empty: the search stops before them.
-      const int batch_runs_used = static_cast<int>(min(item.tile_end - batch, int64_t(blockDim.x)));
-      constexpr int kGroup = kCounts ? kPartitionEndToEndCountGroup : kPartitionEndToEndSumGroup;
-      // Rounds are the same for every thread (add_vector is warp-collective); past the end a thread adds nothing.
-      for (uint32_t round = 0; round < total; round += kGroup * blockDim.x) {
-        const uint32_t v0 = round + kGroup * threadIdx.x;
-        int low = 0, high = batch_runs_used;  // vector_firsts[low] <= v0 < vector_firsts[high]
-        while (high - low > 1) {
-          const int middle = (low + high) / 2;
-          if (vector_firsts[middle] <= v0) {
-            low = middle;
-          } else {
-            high = middle;
+      for (int64_t batch = item.tile_begin; batch < item.tile_end; batch += blockDim.x) {
+        const int64_t own_tile = batch + threadIdx.x;
+        const uint32_t own_run = next_run;
+        next_run = own_tile + blockDim.x < item.tile_end ? runs[own_tile + blockDim.x] : 0u;
+        const uint32_t own_vectors = vectors_of_run(own_run);
+        batch_runs[threadIdx.x] = own_run;
+        batch_vectors[threadIdx.x] = own_vectors;
+        bool own_runs = false;  // one run a thread (above)
+        if constexpr (kCounts) {
+          own_runs = !__syncthreads_or(own_vectors > kPartitionOwnRunMaxVectors);  // also: the runs are in place
+        } else {
+          __syncthreads();  // the batch's runs must be in place before they are scanned
+        }
+        if (own_runs) {
+          count_own_run(own_tile, own_run);
+          continue;
+        }
+        detail_partition::exclusive_scan<kPartitionCountThreads>(batch_vectors, vector_firsts, kPartitionCountThreads,
+                                                                 warp_sums, [](int, uint32_t, uint32_t) {});
+        __syncthreads();  // the scan must be complete before it is searched
+        const uint32_t total = vector_firsts[blockDim.x];
+        // Runs past the item's last tile are empty: the search stops before them.
+        const int batch_runs_used = static_cast<int>(min(item.tile_end - batch, int64_t(blockDim.x)));
+        // A run's place guessed from a vector's: exact for runs of one length, a run or two off for a batch of
+        // independent tiles (uniform, normal, Zipf data).
+        const float runs_per_vector = float(batch_runs_used) / float(max(total, 1u));
+        constexpr int kGroup = kCounts ? kPartitionEndToEndCountGroup : kPartitionEndToEndSumGroup;
+        // Rounds are the same for every thread (the adds are warp-collective); past the end a thread adds nothing.
+        for (uint32_t round = 0; round < total; round += kGroup * blockDim.x) {
+          const uint32_t lane_first = round + (threadIdx.x & ~31u) * kGroup + uint32_t(lane);
+          int run = min(batch_runs_used - 1, int(float(lane_first) * runs_per_vector));
+          // The group's vectors are all loaded before any is counted.
+          uint4 raw[kGroup];
+          uint32_t first[kGroup], stop[kGroup], vector[kGroup];
+          int run_of[kGroup];
+#pragma unroll
+          for (int u = 0; u < kGroup; ++u) {
+            const uint32_t v = lane_first + 32u * uint32_t(u);
+            if (v < total) run = detail_count::run_of_vector(vector_firsts, batch_runs_used, v, run);
+            run_of[u] = run;
+            first[u] = batch_runs[run] >> 16;
+            stop[u] = v < total ? first[u] + (batch_runs[run] & 0xffffu) : first[u];  // past the end: nothing
+            vector[u] = first[u] / 8u + (v - vector_firsts[run]);
+            raw[u] = v < total ? vectors[(batch + run) * (kTile / 8) + vector[u]] : make_uint4(0u, 0u, 0u, 0u);
           }
-        }
-        // The group's vectors are all loaded before any is counted. One may lie in a later run (empty runs between).
-        uint4 raw[kGroup];
-        uint32_t first[kGroup], stop[kGroup], vector[kGroup];
-        int run_of[kGroup];
-        int run = low;
 #pragma unroll
-        for (int u = 0; u < kGroup; ++u) {
-          const uint32_t v = v0 + uint32_t(u);
-          while (run + 1 < batch_runs_used && vector_firsts[run + 1] <= v) ++run;
-          run_of[u] = run;
-          first[u] = batch_runs[run] >> 16;
-          stop[u] = v < total ? first[u] + (batch_runs[run] & 0xffffu) : first[u];  // past the end: nothing
-          vector[u] = first[u] / 8u + (v - vector_firsts[run]);
-          raw[u] = v < total ? vectors[(batch + run) * (kTile / 8) + vector[u]] : make_uint4(0u, 0u, 0u, 0u);
+          for (int u = 0; u < kGroup; ++u) add_group_vector(raw[u], batch + run_of[u], vector[u], first[u], stop[u]);
         }
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) add_vector(raw[u], batch + run_of[u], vector[u], first[u], stop[u]);
+        __syncthreads();  // every thread is done with the batch's runs before they are replaced
       }
-      __syncthreads();  // every thread is done with the batch's runs before they are replaced
+    };
+    if constexpr (kCounts) {
+      if (!direct) {
+        count_item(std::true_type());
+      } else {
+        count_item(std::false_type());
+      }
+    } else {
+      count_item(std::false_type());
     }
     if (direct) continue;  // the same for every thread of the block; the bins were not touched
     __syncthreads();  // every add of the item must land before its bins are flushed

@@ -18,8 +18,8 @@ namespace partition_tier {
 constexpr int64_t kTile = int64_t(kPartitionThreads) * kPartitionValuesPerThread;
 constexpr uint32_t kNoEntry = 0xffffffffu;
 // Kernel 3's shared memory before its bins: the batch's runs, their vector counts, the counts' scan (with room for the
-// total), warp sums and the claimed item (padded to 16 bytes).
-constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64 + 4) * 4;
+// total), warp sums, the claimed item (padded to 16 bytes) and a spare word per lane.
+constexpr int64_t kCountScratchBytes = (3 * int64_t(kPartitionCountThreads) + 64 + 4 + 32) * 4;
 static_assert(kCountScratchBytes % 16 == 0, "the bins after the scratch must stay 16-byte aligned");
 static_assert(kTile <= 65535, "a run's start and length are packed as 16 bits each");
 
@@ -30,6 +30,7 @@ struct Item {
   uint32_t tile_end;
   uint32_t first_value;  // elements of the chunk in the tiles before tile_begin (build_items only)
   uint32_t values;
+  uint32_t longest_run;  // entries of the chunk's longest run in a tile of the slice
 };
 
 // A slice's counters in the workspace. Two sets take turns: slice i uses set i % 2, and its kernel 3 zeroes the other

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "partition_count_kernels.cuh"
+#include "partition_item_kernels.cuh"
 #include "tier_host.h"
 
 namespace dsmhist {

@@ -116,6 +116,12 @@ __device__ __forceinline__ Acc* shared_bins() {
   return reinterpret_cast<Acc*>(shared_storage);
 }
 
+// `*shared_address += n` with no returned value (red.shared: no thread waits for the atomic), on a 32-bit shared
+// address.
+__device__ __forceinline__ void red_shared(uint32_t shared_address, uint32_t n) {
+  asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(shared_address), "r"(n) : "memory");
+}
+
 template <typename Acc>
 __device__ __forceinline__ void zero_bins(Acc* bins, int64_t count) {
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) bins[i] = Acc(0);

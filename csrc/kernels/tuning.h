@@ -247,21 +247,25 @@ constexpr int64_t kPartitionDirectRatio = 8;
 constexpr int kPartitionItemRoundsTried = 3;
 // Kernel 3 reads a batch of 1024 tiles' runs of its chunk. When none is longer than kPartitionOwnRunMaxVectors
 // 16-byte vectors (8 entries each), every thread counts its own run, kPartitionOwnRunGroup vectors loaded at once;
-// else the batch's runs are laid end to end across the block (a scan, then a binary search per group of vectors), which
-// keeps threads even when runs differ (sorted data, a hot chunk). Counts only: weighted sums lost 10% this way.
+// else the batch's runs are laid end to end across the block (a scan, then a search per vector), which keeps threads
+// even when runs differ (sorted data, a hot chunk). Counts only: weighted sums lost 10% this way. An item whose
+// chunk has no run that long in the slice (kernel 2 finds the longest) is counted one run a thread throughout, with
+// no barrier per batch.
 // Measured on the H100 80GB HBM3 (benchmarks/NOTES.md, "kernel 3 counts short runs one a thread", 2026-11-24, 2^28
 // int32, forced partition, ms, before -> after, each timed twice in turn): 16M bins uniform 2.207 -> 1.928, normal
 // 2.363 -> 1.914, Zipf 2.339 -> 2.063; 4M uniform 1.329 -> 1.273, normal 1.557 -> 1.472; 1M uniform 1.132 -> 1.128
-// (its runs of ~32 vectors stay end to end), Zipf 1.508 -> 1.445, sorted 0.910 -> 0.845; one hot unchanged.
+// (its runs of ~32 vectors stay end to end), Zipf 1.508 -> 1.445, sorted 0.910 -> 0.845; one hot unchanged. With
+// no barrier for items of short runs only (NOTES.md, "kernel 3's branch-free counts"): 16M uniform 1.929 -> 1.657,
+// 4M uniform 1.276 -> 1.186, 1M Zipf 1.384 -> 1.269 (its cold chunks).
 constexpr uint32_t kPartitionOwnRunMaxVectors = 16;
 constexpr int kPartitionOwnRunGroup = 4;
-// A batch counted end to end gives each thread this many consecutive vectors of the sequence a round: one search of
-// the batch's runs (only its item's, not all 1024) for them all, their loads in flight together. ncu, 1M bins Zipf:
-// the search was ~20% of kernel 3's stall samples at two vectors a round. Measured on the H100 80GB HBM3 (NOTES.md,
-// "kernel 3's end-to-end rounds", 2026-11-24, 2^28 int32, forced partition, ms, two vectors -> four, each timed
-// twice in turn): 262144 bins uniform 1.236 -> 1.126, Zipf 1.318 -> 1.222; 1M uniform 1.125 -> 1.084, normal 1.323
-// -> 1.194, Zipf 1.427 -> 1.372; 4M normal 1.464 -> 1.374, Zipf 1.608 -> 1.486; 16M Zipf 2.067 -> 1.979; sorted,
-// one hot and 16M uniform unchanged. Eight a round spill (ptxas: 68 bytes, counts).
+// A batch counted end to end gives each warp this many vectors a lane per round, lane l taking the round's l-th,
+// (l + 32)-th, ... of the warp's: each load is 512 contiguous bytes but at a run's ends. ncu, 1M bins Zipf: the
+// search was ~20% of kernel 3's stall samples at two consecutive vectors a thread. Measured on the H100 80GB HBM3
+// (NOTES.md, "kernel 3's end-to-end rounds", 2026-11-24, 2^28 int32, forced partition, ms, two vectors -> four,
+// each timed twice in turn): 262144 bins uniform 1.236 -> 1.126, Zipf 1.318 -> 1.222; 1M uniform 1.125 -> 1.084,
+// normal 1.323 -> 1.194, Zipf 1.427 -> 1.372; 4M normal 1.464 -> 1.374, Zipf 1.608 -> 1.486; 16M Zipf 2.067 ->
+// 1.979; sorted, one hot and 16M uniform unchanged. Eight a round spill (ptxas: 100 bytes, counts).
 constexpr int kPartitionEndToEndCountGroup = 4;
 constexpr int kPartitionEndToEndSumGroup = 2;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
