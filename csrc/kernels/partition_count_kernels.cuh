@@ -44,16 +44,22 @@ __device__ __forceinline__ int run_of_vector(const uint32_t* firsts, int used, u
   return low;
 }
 
+// Which of the 8 entries of the `vector`-th 16-byte vector of a tile lie in the run [first, stop) (tile-relative), as
+// bits: all of them but at the run's two ends.
+__device__ __forceinline__ uint32_t entries_in_run(uint32_t vector, uint32_t first, uint32_t stop) {
+  const uint32_t base = vector * 8u;
+  const uint32_t begin = first > base ? min(first - base, 8u) : 0u;
+  const uint32_t end = stop > base ? min(stop - base, 8u) : 0u;
+  return end > begin ? ((1u << end) - 1u) & ~((1u << begin) - 1u) : 0u;
+}
+
 // Counts of one 16-byte vector (8 entries; the `vector`-th of its tile) into a block's 32-bit shared bins at
 // `bins_address`: its entries in the run [first, stop) (tile-relative) add 1 each. Warp-collective. No branch per
 // entry: where some lane's vector is cut by its run's ends, an entry outside the run adds to the lane's spare word
 // (`lane_spare`, never read) instead, so it neither adds to a bin nor conflicts with another lane's add.
 __device__ __forceinline__ void count_vector(uint32_t bins_address, uint32_t lane_spare, const uint4& raw,
                                              uint32_t vector, uint32_t first, uint32_t stop) {
-  const uint32_t base = vector * 8u;
-  const uint32_t begin = first > base ? min(first - base, 8u) : 0u;
-  const uint32_t end = stop > base ? min(stop - base, 8u) : 0u;
-  uint32_t inside = end > begin ? ((1u << end) - 1u) & ~((1u << begin) - 1u) : 0u;
+  uint32_t inside = entries_in_run(vector, first, stop);
   if (!__any_sync(0xffffffffu, inside != 0u)) return;  // a warp past its runs' ends
   const uint32_t local0 = raw.x & 0xffffu;
   // A vector of one bin (sorted data) adds once, and a warp of such vectors of one bin (one hot bin) adds once.
@@ -146,11 +152,8 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       uint32_t local[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) local[j] = (words[j / 2] >> (16 * (j % 2))) & 0xffffu;
-      // The run's entries among the vector's eight: all of them but at the run's two ends.
       const uint32_t base = vector * 8u;
-      const uint32_t begin = first > base ? min(first - base, 8u) : 0u;
-      const uint32_t end = stop > base ? min(stop - base, 8u) : 0u;
-      const uint32_t inside = end > begin ? ((1u << end) - 1u) & ~((1u << begin) - 1u) : 0u;
+      const uint32_t inside = detail_count::entries_in_run(vector, first, stop);
       // Each entry's contribution: 1 for counts, else its value (read for the run's entries only).
       Acc value[8];
 #pragma unroll
