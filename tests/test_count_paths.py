@@ -2,8 +2,9 @@
 edges of the cluster tier's per-block bin ranges (a block's first and last bin, past 2^16 counts), the global tier's
 run merging and per-block cache of hot bins (two hot bins sharing a cache slot, batched rows sharing the cache), and
 small 1-D calls, which run as one cluster that sums its blocks' bins through DSMEM and stores the output itself, and
-1-byte inputs, which tier "shared" counts per byte value (lane-striped tallies) and bins at each flush. Skipped
-without a GPU."""
+1-byte inputs, which tier "shared" counts per byte value (lane-striped tallies) and bins at each flush, and tier
+partition's kernel 3 on chunks of short runs only (counted with no barrier) beside chunks of long or uneven runs.
+Skipped without a GPU."""
 
 import pytest
 import torch
