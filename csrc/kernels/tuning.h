@@ -270,14 +270,15 @@ constexpr int kPartitionEndToEndCountGroup = 4;
 constexpr int kPartitionEndToEndSumGroup = 2;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 116224 16-bit counts). Measured by benchmarks/bench_plan.py on
-// the H100 80GB HBM3 (RESULTS.md "Plan thresholds", sixth version of the tier, 2026-11-23; 2^28 int32, median ms,
+// the H100 80GB HBM3 (RESULTS.md "Plan thresholds", the tier as of 6546723, 2026-11-25; 2^28 int32, median ms,
 // partition / global):
-//   262144:   uniform 1.24 / 3.30, normal 1.38 / 3.25, zipf 1.32 / 3.63, one hot 0.49 / 0.49, sorted 0.83 / 0.67
-//   1048576:  uniform 1.13 / 3.29, normal 1.34 / 3.28, zipf 1.50 / 4.06, one hot 0.49 / 0.49, sorted 0.94 / 0.92
-//   4194304:  uniform 1.34 / 4.50, normal 1.55 / 3.41, zipf 1.74 / 5.60, one hot 0.51 / 0.50, sorted 1.00 / 0.80
-//   16777216: uniform 2.21 / 16.0, normal 2.37 / 11.6, zipf 2.33 / 8.33, one hot 0.71 / 0.53, sorted 1.29 / 0.90
+//   262144:   uniform 1.10 / 3.28, normal 1.23 / 3.26, zipf 1.19 / 3.63, one hot 0.49 / 0.50, sorted 0.74 / 0.68
+//   1048576:  uniform 1.05 / 3.27, normal 1.15 / 3.27, zipf 1.27 / 4.06, one hot 0.49 / 0.51, sorted 0.85 / 0.93
+//   4194304:  uniform 1.19 / 4.54, normal 1.26 / 3.41, zipf 1.37 / 5.61, one hot 0.51 / 0.52, sorted 0.90 / 0.81
+//   16777216: uniform 1.66 / 16.0, normal 1.75 / 11.6, zipf 1.83 / 8.31, one hot 0.70 / 0.55, sorted 1.17 / 0.92
 // As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
-// (1.02-1.44x global past 232448 bins: sorted) against global's (2.7-7.2x the partition: uniform or Zipf).
+// (0.96-1.28x global past 232448 bins: sorted, and one hot bin at 16M) against global's (2.9-9.6x the partition:
+// uniform or Zipf).
 // Against the cluster tier: beside kClusterAutoMaxBlocks.
 // Without the cluster tiers (a GPU before sm_90, or a binary without sm_90 code: tier_partition.cuh, auto_min_bins) the
 // partition takes counts from past tier shared. An 8.0+PTX build on the H100 80GB HBM3 (2026-11-24, 2^28 int32,
