@@ -6,7 +6,7 @@ DeviceHistogram::HistogramEven, over bins, distributions, dtypes and input sizes
 
 Sections:
   * bins: 2^28 int32 values (2^24 with --quick) of each distribution (uniform, normal, one hot bin, zipf, sorted),
-    bins from 16 to 4M including the tier boundaries of this device (one block's shared memory, the largest
+    bins from 16 to 16M including the tier boundaries of this device (one block's shared memory, the largest
     cluster's), every contender;
   * dtypes: uint8 (2^30 values, 256 bins), int32, int64 and float32 with a range, uniform;
   * sizes: 2^12 .. 2^28 uniform int32 values at 256 and 65536 bins (device time per call, from CUDA-graph replays
@@ -22,8 +22,8 @@ The measured HBM read bandwidth (a read-only reduction) and copy bandwidth are p
 
 CUB: built once from benchmarks/cub_harness.cu with nvcc into build/bench/ (about 30 s), loaded with ctypes; if that
 fails, CuPy's cupy.histogram (CUB's HistogramRange when CUPY_ACCELERATORS=cub) stands in, else the column is n/a.
-Writes its section of benchmarks/RESULTS.md and PNG plots to benchmarks/plots/. --quick fits in about two minutes
-once the CUB harness is built.
+Writes its section of benchmarks/RESULTS.md (with issue 15's targets judged from the run: suite_targets.py) and PNG
+plots to benchmarks/plots/. --quick fits in about two minutes once the CUB harness is built.
 """
 
 import argparse
@@ -38,6 +38,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+import suite_targets
 from benchlib import (
     DISTRIBUTIONS,
     HERE,
@@ -75,6 +76,8 @@ CONTENDERS = TIERS + ("bincount", "histc", "cub")
 # Contenders that cannot run inside a CUDA graph capture, timed by CUDA events instead in section "sizes".
 UNCAPTURABLE = {"bincount": "torch.bincount reads max() back to the host",
                 "cub": "the CUB harness launches on the stream it was prepared on"}
+# The most bins the CUB contender is run at (past it, see contender_call).
+CUB_MAX_BINS = 4194304
 LABELS = {"auto": "dsmhist auto", **{name: f"tier {name}" for name in TIERS[1:]},
           "bincount": "torch.bincount", "histc": "torch.histc", "cub": "CUB HistogramEven", "empty": "empty kernel"}
 
@@ -94,8 +97,8 @@ class Config:
 
 
 FULL = Config(2**28, DISTRIBUTIONS, (16, 64, 256, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576,
-                                     4194304), 2**28, tuple(2**k for k in range(12, 29, 2)), (256, 65536), 2**20,
-              3, 15, 200.0)
+                                     4194304, 16777216), 2**28, tuple(2**k for k in range(12, 29, 2)), (256, 65536),
+              2**20, 3, 15, 200.0)
 QUICK = Config(2**24, ("uniform", "one_hot", "zipf"), (64, 4096, 65536, 262144, 1048576), 2**24,
                (2**12, 2**16, 2**20, 2**24), (256, 65536), 2**16, 2, 7, 50.0)
 
@@ -125,6 +128,9 @@ def contender_call(name: str, x: torch.Tensor, bins: int, cub: Cub) -> Callable[
     if name == "cub":
         if not cub.available():
             raise ValueError(cub.source)
+        if bins > CUB_MAX_BINS:
+            raise ValueError(f"CUB's HistogramEven made an illegal memory access at 16777216 bins on the H100 "
+                             f"(2^28 int32, 2026-11-25), which ends the process's CUDA context: run up to {CUB_MAX_BINS}")
         if x.numel() > 2**31 - 1:
             raise ValueError("CUB's int counters hold 2^31 - 1")
         return cub.prepare(x, bins)
@@ -290,6 +296,14 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
         "would). torch.histc on integer rows reads a float32 copy. n/a: the contender cannot run that case (see Notes).",
         "",
     ]
+    if not quick:  # the targets are set at the full run's sizes
+        index = {(c.section, c.distribution, c.label): c for c in done}
+
+        def ms(section: str, distribution: str, label: str, contender: str) -> Optional[float]:
+            cell = index[(section, distribution, label)].cells.get(contender) \
+                if (section, distribution, label) in index else None
+            return cell.value if cell is not None and cell.status == "ok" else None
+        lines += suite_targets.render(ms)
     for distribution in cfg.distributions:
         rows = [c for c in done if c.section == "bins" and c.distribution == distribution]
         if rows:

@@ -124,3 +124,42 @@ def test_bench_edges_verdicts_name_each_missed_target(bench_edges, benchlib):
     section = bench_edges.render([met, slow], 2**26, 2**22, 3e12, "a GPU", "not installed", quick=False)
     assert section.count("\n| ") == 3  # header and two rows
     assert "| 1000 edges | 0.1 |" in section and "2^22 values" in section
+
+
+@pytest.fixture()
+def suite_targets(benchlib):
+    sys.modules.pop("suite_targets", None)
+    return importlib.import_module("suite_targets")
+
+
+def test_suite_targets_name_each_miss_and_what_was_not_measured(suite_targets):
+    """Issue 15's verdicts from a bench_suite run: a met target, a miss by how much, a case the run lacks."""
+    uniform = {131072: 0.59, 262144: 0.9, 524288: 0.97, 1048576: 1.05, 4194304: 0.99, 16777216: 1.66}
+    histc = {262144: 3.13, 524288: 3.13, 1048576: 3.13, 16777216: 12.0}
+    zipf = {1048576: 1.35}
+
+    def ms(section, distribution, label, contender):
+        if section == "bins":
+            bins = int(label)
+            table = {("uniform", "auto"): uniform, ("uniform", "histc"): histc, ("zipf", "auto"): zipf}
+            return table.get((distribution, contender), {}).get(bins)
+        if section == "dtypes" and label == "uint8, 2^30, 256 bins" and contender == "auto":
+            return 0.355
+        if section == "sizes" and label.endswith("65536 bins"):
+            return {"auto": 0.0057, "histc": 0.0039}[contender] if label.startswith("2^16") else 0.0190
+        return None
+
+    verdicts = {target.split(":")[0]: verdict for target, _, verdict in suite_targets.judge(ms)}
+    assert verdicts["128K bins"] == "met"
+    assert verdicts["256K-1M bins"] == "missed: 1.05 ms is 1.31x the 0.8 ms target; 2.98x torch.histc, not 3.9x"
+    assert verdicts["4M bins"] == "met"
+    assert verdicts["16M bins"] == "missed: 1.66 ms is 1.04x the 1.6 ms target; 7.23x torch.histc, not 7.5x"
+    assert verdicts["no distribution > 1.25x uniform's time at the same bins (128K-16M)"] == \
+        "missed: 1.29x at 1048576 bins (zipf)"
+    assert verdicts["uniform"] == "met"
+    assert verdicts["uint8, 2^30 values, 256 bins"] == "met"
+    assert verdicts["float32 with a range, 256 bins"] == "not measured"
+    assert verdicts["2^16-2^20 values at 65536 bins"] == "missed: 2^16 1.46x torch.histc"
+    section = "\n".join(suite_targets.render(ms))
+    assert section.count("\n| ") == len(verdicts) + 1  # header and one row a target
+    assert "measured elsewhere" in section
