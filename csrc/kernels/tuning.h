@@ -270,14 +270,14 @@ constexpr int kPartitionEndToEndCountGroup = 4;
 constexpr int kPartitionEndToEndSumGroup = 2;
 // The planner takes the partition tier for counts past kPartitionAutoMinBins bins: where the automatic cluster tier
 // ends on the H100 (kClusterAutoMaxBlocks blocks of 116224 16-bit counts). Measured by benchmarks/bench_plan.py on
-// the H100 80GB HBM3 (RESULTS.md "Plan thresholds", the tier as of 6546723, 2026-11-25; 2^28 int32, median ms,
-// partition / global):
-//   262144:   uniform 1.10 / 3.28, normal 1.23 / 3.26, zipf 1.19 / 3.63, one hot 0.49 / 0.50, sorted 0.74 / 0.68
-//   1048576:  uniform 1.05 / 3.27, normal 1.15 / 3.27, zipf 1.27 / 4.06, one hot 0.49 / 0.51, sorted 0.85 / 0.93
-//   4194304:  uniform 1.19 / 4.54, normal 1.26 / 3.41, zipf 1.37 / 5.61, one hot 0.51 / 0.52, sorted 0.90 / 0.81
-//   16777216: uniform 1.66 / 16.0, normal 1.75 / 11.6, zipf 1.83 / 8.31, one hot 0.70 / 0.55, sorted 1.17 / 0.92
+// the H100 80GB HBM3 (RESULTS.md "Plan thresholds", the tier as of 6546723, run on d3c14cb 2026-11-25; 2^28 int32,
+// median ms, partition / global):
+//   262144:   uniform 1.10 / 3.30, normal 1.23 / 3.26, zipf 1.18 / 3.62, one hot 0.49 / 0.50, sorted 0.74 / 0.68
+//   1048576:  uniform 1.05 / 3.29, normal 1.15 / 3.26, zipf 1.27 / 3.86, one hot 0.49 / 0.51, sorted 0.84 / 0.92
+//   4194304:  uniform 1.18 / 4.51, normal 1.26 / 3.41, zipf 1.38 / 5.59, one hot 0.51 / 0.52, sorted 0.90 / 0.81
+//   16777216: uniform 1.65 / 16.0, normal 1.74 / 11.6, zipf 1.82 / 8.46, one hot 0.72 / 0.55, sorted 1.17 / 0.91
 // As for the cluster tier, the plan takes the tier whose worst case against the other is smaller: the partition's
-// (0.96-1.28x global past 232448 bins: sorted, and one hot bin at 16M) against global's (2.9-9.6x the partition:
+// (0.97-1.36x global past 232448 bins: sorted, and one hot bin at 16M) against global's (2.9-9.7x the partition:
 // uniform or Zipf).
 // Against the cluster tier: beside kClusterAutoMaxBlocks.
 // Without the cluster tiers (a GPU before sm_90, or a binary without sm_90 code: tier_partition.cuh, auto_min_bins) the
