@@ -129,8 +129,9 @@ def contender_call(name: str, x: torch.Tensor, bins: int, cub: Cub) -> Callable[
         if not cub.available():
             raise ValueError(cub.source)
         if bins > CUB_MAX_BINS:
-            raise ValueError(f"CUB's HistogramEven made an illegal memory access at 16777216 bins on the H100 "
-                             f"(2^28 int32, 2026-11-25), which ends the process's CUDA context: run up to {CUB_MAX_BINS}")
+            raise ValueError(f"CUB's HistogramEven made an illegal memory access at 8388608 and 16777216 bins on the "
+                             f"H100 (2^28 int32, 2026-11-25), which ends the process's CUDA context: run up to "
+                             f"{CUB_MAX_BINS}")
         if x.numel() > 2**31 - 1:
             raise ValueError("CUB's int counters hold 2^31 - 1")
         return cub.prepare(x, bins)
@@ -300,8 +301,8 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
         index = {(c.section, c.distribution, c.label): c for c in done}
 
         def ms(section: str, distribution: str, label: str, contender: str) -> Optional[float]:
-            cell = index[(section, distribution, label)].cells.get(contender) \
-                if (section, distribution, label) in index else None
+            case = index.get((section, distribution, label))
+            cell = case.cells.get(contender) if case is not None else None
             return cell.value if cell is not None and cell.status == "ok" else None
         lines += suite_targets.render(ms)
     for distribution in cfg.distributions:
