@@ -1,5 +1,5 @@
 """The tree's own rules (README, Layout; csrc/README.md): source files stay small, the sanitizer drivers live in
-tools/ where pytest does not collect them."""
+tools/ where pytest does not collect them, and their summary never calls a run clean that did not finish."""
 
 import sys
 from pathlib import Path
@@ -29,3 +29,27 @@ def test_sanitizer_drivers_are_tools_not_tests():
 
         config = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())
         assert config["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
+
+
+def sanitizer_verdict():
+    sys.path.insert(0, str(REPOSITORY / "tools"))
+    try:
+        from run_sanitizers import verdict
+    finally:
+        sys.path.pop(0)
+    return verdict
+
+
+def test_sanitizer_summary_calls_only_finished_runs_clean():
+    verdict = sanitizer_verdict()
+    cases = "ok   exchange2 bins=256 uint8 n=1 offset=0 (0.2 s)\nok   exchange2 bins=256 uint8 n=1 offset=1 (0.1 s)\n"
+    racecheck_summary = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+    finished = cases + "sanitize_tiers: 2 passed, 0 failed\n========= " + racecheck_summary
+    clean, line = verdict("racecheck", 0, finished)
+    assert clean and "2 ok, 0 bad" in line
+    stopped, line = verdict("racecheck", None, cases)  # stopped at --time-limit: no summary
+    assert not stopped and "unfinished, 2 done" in line and line.endswith("FAIL")
+    assert not verdict("racecheck", 0, finished.replace("(0 errors", "(1 errors"))[0]
+    wrong = cases.replace("ok   exchange2 bins=256 uint8 n=1 offset=1", "FAIL exchange2 bins=256 uint8 n=1 offset=1")
+    failed = wrong + "sanitize_tiers: 1 passed, 1 failed\n========= ERROR SUMMARY: 0 errors\n"
+    assert not verdict("memcheck", 1, failed)[0]
