@@ -9,6 +9,7 @@ import itertools
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -35,7 +36,10 @@ import torch_dsmhist  # noqa: E402
 
 
 def cases(gen: torch.Generator):
-    """(name, tier, cluster size, call, expected) for every tier and op."""
+    """(name, tier, cluster size, call, expected) for every tier and op. `expected` (like every generator's here) is
+    a callable: main() runs it only for the cases it keeps, before the generator goes on (so it may read the loop's
+    variables), and a run of a few cases never computes the references of the others (each a device-to-host copy,
+    slow beside other sanitized processes on the GPU)."""
     capacity = shared_capacity()
     # Every tier of the extension's table, at the (cluster size, bins) it can run of these.
     # (Tier exchange's own sizes, 8 blocks at 100003 bins and 16 at 262144, have dense by-value kernels of their own.)
@@ -58,19 +62,37 @@ def cases(gen: torch.Generator):
         if sums and bins <= capacity // 2:  # float64 sums take 8 bytes a bin
             one.append(("fp16 fp64-weighted", f, dict(min=-0.5, max=0.5, weight=w)))
         for what, data, kwargs in one:
-            yield (f"{label} histogram {what}", tier, size, lambda d=data, k=kwargs: torch_dsmhist.histogram(d, bins, **k),
-                   reference_histogram(data, bins, **kwargs))
+            yield (f"{label} histogram {what}", tier, size,
+                   lambda d=data, k=kwargs: torch_dsmhist.histogram(d, bins, **k),
+                   lambda: reference_histogram(data, bins, **kwargs))
         hist = torch.ones(bins, dtype=torch.int64, device="cuda")
         yield (f"{label} histogram_add_ strided", tier, size,
-               lambda h=hist, d=x[1::2]: torch_dsmhist.histogram_add_(h, d), 1 + reference_histogram(x[1::2], bins))
+               lambda h=hist, d=x[1::2]: torch_dsmhist.histogram_add_(h, d),
+               lambda: 1 + reference_histogram(x[1::2], bins))
         for rows, what in ((x[:10000].reshape(500, 20), "500 short rows"), (x[1:].reshape(2, 5003), "2 long rows"),
                            (x[:9999].reshape(99, 101)[:, 1::2], "99 strided rows")):
             yield (f"{label} batched {what}", tier, size, lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
-                   torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
+                   lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
+        # Each worker (block, or cluster) takes two rows or more, so a worker's flush between rows runs. This is
+        # the 500 and 99 rows' path at a few rows a worker: racecheck could not finish those at 100003 bins and up
+        # in a 600 s call on the H100 (at 1000 bins, 500 rows took 94-370 s).
+        count = 2 * rows_workers(tier, size, bins) + 1
+        rows = make_index_values(count * 18, bins, torch.int32, "uniform", gen).cuda().view(count, 18)[:, 1::2]
+        yield (f"{label} batched {rows.shape[0]} strided rows, two or more a worker", tier, size,
+               lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
+               lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
         if sums and bins <= capacity // 2:  # the fixed-point sums take 8 bytes a bin
             yield (f"{label} deterministic weighted", tier, size,
                    lambda: deterministic(lambda: torch_dsmhist.histogram(f, bins, -0.5, 0.5, weight=w.float())),
-                   reference_histogram(f, bins, -0.5, 0.5, weight=w.float()))
+                   lambda: reference_histogram(f, bins, -0.5, 0.5, weight=w.float()))
+
+
+def rows_workers(tier: str, size, bins: int) -> int:
+    """Workers (blocks, or clusters) of the grid that a batched call of many short rows gets in `tier`: a call of
+    fewer rows gets no more (so 2 x this + 1 rows give every worker two rows or more)."""
+    with torch_dsmhist.force_tier(tier, size):
+        shape = torch_dsmhist.plan(bins, "cuda", rows=100_000, row_length=9)
+    return shape.grid_blocks // shape.cluster_size
 
 
 def byte_tally_cases(gen: torch.Generator):
@@ -80,19 +102,19 @@ def byte_tally_cases(gen: torch.Generator):
         x = make_index_values(70001, 256, dtype, "uniform", gen).cuda()
         label = f"shared byte tallies {str(dtype)[6:]}"
         yield (f"{label} histogram misaligned", "shared", None, lambda d=x[1:]: torch_dsmhist.histogram(d, 256),
-               reference_histogram(x[1:], 256))
+               lambda: reference_histogram(x[1:], 256))
         kwargs = dict(min=-20.0, max=99.5, out_of_range="clamp")
         yield (f"{label} histogram range clamp", "shared", None, lambda: torch_dsmhist.histogram(x, 37, **kwargs),
-               reference_histogram(x, 37, **kwargs))
+               lambda: reference_histogram(x, 37, **kwargs))
         hist = torch.ones(300, dtype=torch.int32, device="cuda")
         yield (f"{label} histogram_add_", "shared", None, lambda h=hist: torch_dsmhist.histogram_add_(h, x),
-               1 + reference_histogram(x, 300, dtype=torch.int32))
+               lambda: 1 + reference_histogram(x, 300, dtype=torch.int32))
         rows = x[:70000].reshape(2, 35000)
         yield (f"{label} batched 2 long rows", "shared", None, lambda: torch_dsmhist.batched_histogram(rows, 256),
-               torch.stack([reference_histogram(r, 256) for r in rows.cpu()]))
+               lambda: torch.stack([reference_histogram(r, 256) for r in rows.cpu()]))
         hot = torch.full((65537,), 9, dtype=dtype, device="cuda")
         yield (f"{label} one hot value", "shared", None, lambda: torch_dsmhist.histogram(hot, 256),
-               reference_histogram(hot, 256))
+               lambda: reference_histogram(hot, 256))
 
 
 def boundary_cases(gen: torch.Generator):
@@ -110,20 +132,21 @@ def boundary_cases(gen: torch.Generator):
             for offset in (0, 1, 7):
                 x = base[offset : offset + n]
                 yield (f"{label} uint8 n={n} offset={offset}", tier, size,
-                       lambda d=x: torch_dsmhist.histogram(d, 256), reference_histogram(x, 256))
+                       lambda d=x: torch_dsmhist.histogram(d, 256), lambda: reference_histogram(x, 256))
                 if not sums:
                     continue
                 wx = w[offset : offset + n]
                 yield (f"{label} uint8 weighted n={n} offset={offset}", tier, size,
-                       lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v), reference_histogram(x, 256, weight=wx))
+                       lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v),
+                       lambda: reference_histogram(x, 256, weight=wx))
         rows = base[3 : 3 + 33 * 17].view(33, 17)
         yield (f"{label} batched 33 rows of 17 at offset 3", tier, size,
                lambda d=rows: torch_dsmhist.batched_histogram(d, 256, dtype=torch.int32),
-               torch.stack([reference_histogram(r, 256, dtype=torch.int32) for r in rows.cpu()]))
+               lambda: torch.stack([reference_histogram(r, 256, dtype=torch.int32) for r in rows.cpu()]))
     x = make_index_values(50021, capacity + 2, torch.int64, "uniform", gen).cuda()
     for bins in (capacity, capacity + 1):
         yield (f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})", "auto", None,
-               lambda b=bins: torch_dsmhist.histogram(x, b), reference_histogram(x, bins))
+               lambda b=bins: torch_dsmhist.histogram(x, b), lambda: reference_histogram(x, bins))
     if cluster_available():
         largest = max_cluster_size()
         full = [(t.name, size) for t in TIERS if t.cluster for size in sorted({2, 7, largest})]
@@ -133,7 +156,7 @@ def boundary_cases(gen: torch.Generator):
                 bins = size * (capacity // 2) - 1
             y = make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
             yield (f"{tier}{size} bins={bins} (full blocks)", tier, size,
-                   lambda d=y, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(y, bins))
+                   lambda d=y, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(y, bins))
 
 
 def partition_item_cases(gen: torch.Generator):
@@ -143,7 +166,7 @@ def partition_item_cases(gen: torch.Generator):
         spread = make_index_values(1_500_007, bins, torch.int32, "uniform", gen)
         x = torch.where(torch.rand(spread.numel(), generator=gen) < 0.6, spread.remainder(30011), spread).cuda()
         yield (f"partition bins={bins} hot chunk", "partition", None,
-               lambda d=x, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(x, bins))
+               lambda d=x, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(x, bins))
 
 
 def packed_sweep_cases(gen: torch.Generator):
@@ -164,11 +187,11 @@ def packed_sweep_cases(gen: torch.Generator):
         x = values[torch.randperm(values.numel(), generator=gen)].cuda()
         for what, data in (("dense", x), ("strided", x[::2])):
             yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
-                   lambda d=data, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(data, bins))
+                   lambda d=data, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(data, bins))
         rows = x[: 3 * 433_336].view(3, -1)
         yield (f"cluster{size} bins={bins} packed sweeps batched", "cluster", size,
                lambda d=rows, b=bins: torch_dsmhist.batched_histogram(d, b),
-               torch.stack([reference_histogram(r, bins) for r in rows]))
+               lambda: torch.stack([reference_histogram(r, bins) for r in rows]))
         if size == 2:
             edgy = x.clone()
             edgy[::101] = -5
@@ -177,10 +200,10 @@ def packed_sweep_cases(gen: torch.Generator):
             for what, kwargs in bodies:
                 yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
                        lambda d=edgy, b=bins, k=kwargs: torch_dsmhist.histogram(d, b, **k),
-                       reference_histogram(edgy, bins, **kwargs))
+                       lambda: reference_histogram(edgy, bins, **kwargs))
             wide = edgy.long()[1::3]
             yield (f"cluster{size} bins={bins} packed sweeps int64 strided", "cluster", size,
-                   lambda d=wide, b=bins: torch_dsmhist.histogram(d, b), reference_histogram(wide, bins))
+                   lambda d=wide, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(wide, bins))
 
 
 def long_weighted_sum_cases(gen: torch.Generator):
@@ -193,7 +216,7 @@ def long_weighted_sum_cases(gen: torch.Generator):
     for weight in (w.float(), w):
         yield (f"global long {str(weight.dtype)[6:]}-weighted", "global", None,
                lambda d=x, v=weight: torch_dsmhist.histogram(d, 65539, weight=v),
-               reference_histogram(x, 65539, weight=weight))
+               lambda: reference_histogram(x, 65539, weight=weight))
 
 
 def bin_index_cases(gen: torch.Generator):
@@ -208,11 +231,11 @@ def bin_index_cases(gen: torch.Generator):
     for what, data, kwargs in views:
         yield (f"auto bin indices {what}", "auto", None,
                lambda d=data, k=kwargs: torch.ops.dsmhist._bin_indices(d, 300, **k),
-               torch.ops.dsmhist._bin_indices(data.cpu(), 300, **kwargs))
+               lambda: torch.ops.dsmhist._bin_indices(data.cpu(), 300, **kwargs))
     keys = torch.ops.dsmhist._finite_range_keys(base)
     yield ("auto bin indices with range keys", "auto", None,
            lambda: torch.ops.dsmhist._bin_indices(base[5:], 300, range_keys=keys),
-           torch.ops.dsmhist._bin_indices(base[5:].cpu(), 300, range_keys=keys.cpu()))
+           lambda: torch.ops.dsmhist._bin_indices(base[5:].cpu(), 300, range_keys=keys.cpu()))
 
 
 def edges_cases(gen: torch.Generator):
@@ -229,12 +252,12 @@ def edges_cases(gen: torch.Generator):
             cuda_kwargs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
             yield (f"auto histogram_edges bins={bins} {what}", "auto", None,
                    lambda d=data.cuda(), e=edges.cuda(), k=cuda_kwargs: torch_dsmhist.histogram_edges(d, e, **k),
-                   torch_dsmhist.histogram_edges(data, edges, **kwargs))
+                   lambda: torch_dsmhist.histogram_edges(data, edges, **kwargs))
     points = make_range_values(3 * 7001, -1.0, 1.0, torch.float32, "uniform", gen).view(7001, 3)
     grid = [torch.sort(torch.rand(n + 1, generator=gen) * 2 - 1).values for n in (5, 64, 200)]
     yield ("auto histogramdd 5x64x200 strided points", "auto", None,
            lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
-           torch_dsmhist.histogramdd(points[1:, :], grid))
+           lambda: torch_dsmhist.histogramdd(points[1:, :], grid))
 
 
 def deterministic(call):
@@ -249,19 +272,22 @@ def main() -> int:
     gen = torch.Generator().manual_seed(1234)
     failures = 0
     count = 0
-    for name, tier, size, call, expected in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
-                                                          partition_item_cases(gen), packed_sweep_cases(gen),
-                                                          long_weighted_sum_cases(gen),
-                                                          bin_index_cases(gen), edges_cases(gen)):
+    for name, tier, size, call, reference in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
+                                                           partition_item_cases(gen), packed_sweep_cases(gen),
+                                                           long_weighted_sum_cases(gen),
+                                                           bin_index_cases(gen), edges_cases(gen)):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue
+        started = time.time()
+        expected = reference()
         with torch_dsmhist.force_tier(tier, size):
             out = call().cpu()
         tolerance = 1e-5 if out.dtype == torch.float32 else 1e-9
-        ok = out.dtype == expected.dtype and torch.allclose(out.double(), expected.double(), rtol=tolerance, atol=tolerance)
+        ok = out.dtype == expected.dtype and torch.allclose(out.double(), expected.double(), rtol=tolerance,
+                                                            atol=tolerance)
         failures += not ok
         count += 1
-        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+        print(f"{'ok  ' if ok else 'FAIL'} {name} ({time.time() - started:.1f} s)")
     print(f"sanitize_tiers: {count - failures} passed, {failures} failed")
     return 1 if failures else 0
 
