@@ -256,8 +256,7 @@ def bandwidths(n_bytes: int) -> Tuple[float, float]:
 def speedups(cells: Dict[str, Cell]) -> Tuple[str, str]:
     """(best torch / auto, best other contender / auto) as text."""
     def ok(name: str) -> Optional[float]:
-        cell = cells.get(name)
-        return cell.value if cell is not None and cell.status == "ok" and cell.value else None
+        return cells[name].measured if name in cells else None
     auto = ok("auto")
     torch_best = min(filter(None, (ok("bincount"), ok("histc"))), default=None)
     any_best = min(filter(None, (ok("bincount"), ok("histc"), ok("cub"))), default=None)
@@ -302,8 +301,7 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
 
         def ms(section: str, distribution: str, label: str, contender: str) -> Optional[float]:
             case = index.get((section, distribution, label))
-            cell = case.cells.get(contender) if case is not None else None
-            return cell.value if cell is not None and cell.status == "ok" else None
+            return case.cells[contender].measured if case is not None and contender in case.cells else None
         lines += suite_targets.render(ms)
     for distribution in cfg.distributions:
         rows = [c for c in done if c.section == "bins" and c.distribution == distribution]
@@ -342,8 +340,8 @@ def plot(done: List[Case], cfg: Config, read_bw: float, folder: Path) -> List[Pa
     for filename, axis, rows, title in groups:
         if not rows:
             continue
-        series = {LABELS[name]: [(c.bins if axis == "bins" else c.n, c.n / (c.cells[name].value * 1e-3)) for c in rows
-                                 if name in c.cells and c.cells[name].status == "ok" and c.cells[name].value]
+        series = {LABELS[name]: [(c.bins if axis == "bins" else c.n, c.n / (c.cells[name].measured * 1e-3))
+                                 for c in rows if name in c.cells and c.cells[name].measured]
                   for name in CONTENDERS}
         path = folder / filename
         if not throughput_plot(path, series, f"{torch.cuda.get_device_name(0)}: {title}", axis,

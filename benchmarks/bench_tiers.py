@@ -191,9 +191,9 @@ def small_inputs(cfg: Config) -> Dict[str, Row]:
 
 def speedup(row: Row) -> str:
     """Best of torch.bincount / torch.histc divided by dsmhist auto (> 1: dsmhist is faster)."""
-    best = min((row[k].value for k in ("bincount", "histc") if row[k].status == "ok" and row[k].value), default=None)
-    auto = row["auto"]
-    return "—" if auto.status != "ok" or not best or not auto.value else f"{best / auto.value:.2f}x"
+    best = min(filter(None, (row[k].measured for k in ("bincount", "histc"))), default=None)
+    auto = row["auto"].measured
+    return "—" if not best or not auto else f"{best / auto:.2f}x"
 
 
 def timing_table(first: str, rows: Dict, names: Sequence[str] = CONTENDERS) -> List[str]:
@@ -244,7 +244,7 @@ def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict
 
 
 def plot(large: Dict[str, Row], n: int, bw: float, path: Path) -> bool:
-    series = {LABELS[name]: [(int(b), n / (r[name].value * 1e-3)) for b, r in large.items() if r[name].status == "ok"]
+    series = {LABELS[name]: [(int(b), n / (r[name].measured * 1e-3)) for b, r in large.items() if r[name].measured]
               for name in CONTENDERS}
     return throughput_plot(path, series, f"{torch.cuda.get_device_name(0)}: 2^{n.bit_length() - 1} uniform int32 "
                            "values", "bins", floor=(bw / 4, "read floor (copy bandwidth / 4 B)"), dpi=120)

@@ -356,6 +356,11 @@ class Cell:
     def failed(self) -> bool:
         return self.status in ("FAIL", "ERROR")
 
+    @property
+    def measured(self) -> Optional[float]:
+        """The timing, where the contender ran and was timed (a ratio or a plot may use it); else None."""
+        return self.value if self.status == "ok" and self.value else None
+
     def text(self) -> str:
         value = "" if self.value is None else fmt(self.value)
         if self.status == "ok":
