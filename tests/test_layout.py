@@ -1,6 +1,7 @@
 """The tree's own rules (README, Layout; csrc/README.md): source files stay small, the sanitizer drivers live in
 tools/ where pytest does not collect them, and their summary never calls a run clean that did not finish."""
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -31,17 +32,15 @@ def test_sanitizer_drivers_are_tools_not_tests():
         assert config["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
 
 
-def sanitizer_verdict():
-    sys.path.insert(0, str(REPOSITORY / "tools"))
-    try:
-        from run_sanitizers import verdict
-    finally:
-        sys.path.pop(0)
-    return verdict
+@pytest.fixture()
+def run_sanitizers(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPOSITORY / "tools"))
+    sys.modules.pop("run_sanitizers", None)
+    return importlib.import_module("run_sanitizers")
 
 
-def test_sanitizer_summary_calls_only_finished_runs_clean():
-    verdict = sanitizer_verdict()
+def test_sanitizer_summary_calls_only_finished_runs_clean(run_sanitizers):
+    verdict = run_sanitizers.verdict
     cases = "ok   exchange2 bins=256 uint8 n=1 offset=0 (0.2 s)\nok   exchange2 bins=256 uint8 n=1 offset=1 (0.1 s)\n"
     racecheck_summary = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
     finished = cases + "sanitize_tiers: 2 passed, 0 failed\n========= " + racecheck_summary

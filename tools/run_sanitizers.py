@@ -75,9 +75,9 @@ def main() -> int:
             returncode = None
         log.close()
         output = (log_dir / f"sanitizer_{tool}.log").read_text(errors="replace")
-        ok, line = verdict(tool, returncode, output)
+        ok, summary = verdict(tool, returncode, output)
         clean += ok
-        print(line)
+        print(summary)
         if not ok:
             print("\n".join(line for line in output.splitlines() if re.search(r"FAIL|rror|azard", line))[-4000:])
     print(f"sanitizers: {clean}/{len(runs)} clean in {time.time() - started:.0f}s")
