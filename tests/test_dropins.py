@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 from typing import Callable
 
+import warnings
+
 import pytest
 import torch
 from conftest import DEVICES, cuda_only
@@ -492,3 +494,65 @@ def test_seed_is_printed_where_a_failure_shows_it_under_q(tmp_path):
     assert "- torch_dsmhist test seed -" in failures and failures.count(line) == 2, result.stdout
     # ... and once more among the last lines a CI log shows (just above pytest's short summary and counts).
     assert line in result.stdout.strip().splitlines()[-5:], result.stdout
+
+
+# ----- issue 48, item 9: monkeypatching torch with the drop-ins; histc's out= ------------------------------------
+
+
+@pytest.mark.parametrize("name", ["bincount", "histc", "histogram", "histogramdd"])
+def test_every_drop_in_works_monkeypatched_into_torch(name, monkeypatch, gen):
+    """Users write torch.histc = torch_dsmhist.histc; the drop-in must not reach itself through torch's name (histc of a
+    constant input recursed forever)."""
+    from torch_dsmhist import dropins
+
+    x = torch.rand(50, generator=gen)
+    ids = torch.randint(0, 7, (50,), generator=gen)
+    calls = {
+        "bincount": lambda: torch.bincount(ids, minlength=3),
+        "histc": lambda: (torch.histc(torch.ones(10), 4), torch.histc(x, 5), torch.histc(x.double(), 3, 0.5, 0.5)),
+        "histogram": lambda: (torch.histogram(x, 6), torch.histogram(torch.full((5,), 2.0), 3)),
+        "histogramdd": lambda: torch.histogramdd(x.view(25, 2), [3, 4]),
+    }
+    expected = calls[name]()
+    monkeypatch.setattr(torch, name, getattr(dropins, name))
+    ours = calls[name]()
+    def tensors(result):
+        if isinstance(result, torch.Tensor):
+            return [result]
+        if hasattr(result, "hist"):  # torch.return_types: hist and one or several edge tensors
+            edges = result.bin_edges if isinstance(result.bin_edges, tuple) else (result.bin_edges,)
+            return [result.hist, *edges]
+        return [t for item in result for t in tensors(item)]
+
+    ours_tensors, expected_tensors = tensors(ours), tensors(expected)
+    assert len(ours_tensors) == len(expected_tensors)
+    for a, b in zip(ours_tensors, expected_tensors):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_histc_out(device, gen):
+    x = torch.rand(100, generator=gen)
+    expected = torch.histc(x, 7)
+    for out in (torch.empty(7), torch.empty(0), torch.full((3,), 5.0)):
+        out = out.to(device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = torch_dsmhist.histc(x.to(device), 7, out=out)
+        assert result is out and torch.equal(out.cpu(), expected)
+        assert len(caught) == (1 if out.numel() == 3 else 0) or out.numel() == 7
+    # Refused before anything is written: a wrong dtype, a wrong type, a bad range.
+    out = torch.full((7,), 5.0, device=device)
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch_dsmhist.histc(x.to(device), 7, out=out.double())
+    with pytest.raises(TypeError, match="out"):
+        torch_dsmhist.histc(x.to(device), 7, out=[1.0])
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch_dsmhist.histc(x.to(device), 7, 1.0, 0.0, out=out)
+    assert torch.equal(out.cpu(), torch.full((7,), 5.0))
+    # The input itself as out: the result is torch's counts of the input before it was overwritten.
+    y = torch.rand(7, generator=gen)
+    expected = torch.histc(y.clone(), 7)
+    y = y.to(device)
+    torch_dsmhist.histc(y, 7, out=y)
+    assert torch.equal(y.cpu(), expected)

@@ -7,9 +7,14 @@ Histogram.cpp``, ``cpu/HistogramKernel.cpp``, ``SummaryOps.cpp``) and from its P
 
 import math
 import numbers
+import warnings
 from typing import Optional, Tuple
 
 import torch
+
+# torch's own histc, bound here so that the drop-ins keep working when a user monkeypatches ``torch.histc =
+# torch_dsmhist.histc`` (a call through ``torch.histc`` would then recurse into the drop-in).
+_torch_histc = torch._C._VariableFunctions.histc
 
 __all__ = ["bincount", "histc"]
 
@@ -193,12 +198,13 @@ def _torch_cpu_bin(value: float, dtype: torch.dtype, bins: int, min: float, max:
     when it drops it. Called only where every counted element of the input is this one value (see :func:`histc`):
     each element is then binned by the same arithmetic on the same operands, so one element's bin is every
     element's bin, and the count is the number of such elements."""
-    one = torch.histc(torch.tensor([value], dtype=dtype), bins, min, max)
+    one = _torch_histc(torch.tensor([value], dtype=dtype), bins, min, max)
     hit = torch.nonzero(one)
     return int(hit[0, 0]) if hit.numel() else -1
 
 
-def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) -> torch.Tensor:
+def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0, *,
+          out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Drop-in for :func:`torch.histc` on floating input: torch's CPU result, its dtype and its exception classes, on
     every device, except where the README's drop-in table says otherwise.
 
@@ -215,13 +221,34 @@ def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0) 
     once to the input's dtype (torch keeps 16-bit running counts, which stop growing at 2048 for float16 and 256
     for bfloat16 per thread).
 
+    ``out``: as torch, a tensor of the input's dtype and device that receives the result (resized to ``[bins]``,
+    with torch's warning when it had other elements) and is returned. It is written only after every check passed.
+
     Raises:
-        TypeError: ``input`` is not a tensor, ``bins`` not an int, ``min`` / ``max`` not numbers (as torch).
+        TypeError: ``input`` or ``out`` is not a tensor, ``bins`` not an int, ``min`` / ``max`` not numbers (as torch).
         NotImplementedError: ``input`` is not float16, bfloat16, float32 or float64 (as torch on the CPU).
-        RuntimeError: ``bins <= 0``, a range that is not finite, ``max < min``, or a bound the input's dtype cannot
-            hold (as torch).
+        RuntimeError: ``bins <= 0``, a range that is not finite, ``max < min``, a bound the input's dtype cannot
+            hold, or ``out`` of another dtype or device (as torch).
     """
     _tensor_arg(input, "histc", "input", 1)
+    _tensor_arg(out, "histc", "out", None, optional=True)
+    result = _histc(input, bins, min, max)
+    if out is None:
+        return result
+    if out.dtype != result.dtype or out.device != result.device:
+        raise RuntimeError(f"torch.histc: out must have the input's dtype and device ({result.dtype} on "
+                           f"{result.device}), got {out.dtype} on {out.device}")
+    if tuple(out.shape) != tuple(result.shape):
+        if out.numel() != 0:
+            warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                          f"which does not match the required output shape {list(result.shape)}.", UserWarning,
+                          stacklevel=2)
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def _histc(input: torch.Tensor, bins: object, min: object, max: object) -> torch.Tensor:
+    """:func:`histc`'s result in a new tensor."""
     bins = _int_arg(bins, "histc", "bins")
     user_lo = lo = _number_arg(min, "histc", "min")
     user_hi = hi = _number_arg(max, "histc", "max")
