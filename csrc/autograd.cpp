@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "edges_args.h"
 #include "histogram_args.h"
 
 namespace dsmhist {
@@ -40,12 +41,13 @@ bool weight_needs_grad(const std::optional<at::Tensor>& weight) {
 }
 
 // grad_out at each element's bin (bins along grad's last dim), 0 where the element was dropped (-1). Works in place
-// on `indices`, so backward holds at most 9 bytes per element beyond the gradient it returns (13 for 16-bit weights,
-// gathered in float32 first): the int64 bins and a mask.
+// on `indices` (int64, or int32 for a 1-D grad), so backward holds, beyond the gradient it returns, the bins and a
+// mask: 9 bytes per element with int64 bins, 5 with int32 (4 more for 16-bit weights, gathered in float32 first).
 at::Tensor gather_weight_grad(at::Tensor indices, const at::Tensor& grad, at::ScalarType weight_dtype) {
   const at::Tensor dropped = indices.lt(0);
   indices.clamp_min_(0);
-  at::Tensor picked = grad.dim() == 1 ? at::take(grad, indices) : grad.gather(-1, indices);
+  at::Tensor picked = grad.dim() == 1 ? grad.index_select(0, indices.reshape({-1})).view(indices.sizes())
+                                      : grad.gather(-1, indices);
   indices.reset();
   picked.masked_fill_(dropped, 0);
   return picked.to(weight_dtype);
@@ -74,8 +76,11 @@ struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHi
         output = op.call(input, edges[0], weight, out_of_range, dtype);
       }
     }
-    ctx->save_for_backward({input});
-    ctx->saved_data["edges"] = c10::List<at::Tensor>(edges);
+    // The edges are saved as variables, so changing one in place after the forward makes backward raise (as for
+    // the input) instead of binning over the new edges.
+    variable_list saved{input};
+    saved.insert(saved.end(), edges.begin(), edges.end());
+    ctx->save_for_backward(saved);
     ctx->saved_data["out_of_range"] = out_of_range;
     ctx->saved_data["nd"] = nd;
     ctx->saved_data["weight_dtype"] = weight.scalar_type();
@@ -85,19 +90,22 @@ struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHi
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     static const auto bin_indices = find_op<EdgeBinIndicesSignature>("dsmhist::_edge_bin_indices");
-    const at::Tensor input = ctx->get_saved_variables()[0];
-    const c10::List<at::Tensor> edge_list = ctx->saved_data["edges"].toTensorList();
-    const std::vector<at::Tensor> edges(edge_list.begin(), edge_list.end());
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor input = saved[0];
+    const std::vector<at::Tensor> edges(saved.begin() + 1, saved.end());
     const std::vector<int64_t> weight_shape = ctx->saved_data["weight_shape"].toIntVector();
     const at::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
     at::Tensor grad_weight;
     if (grads[0].numel() == 0) {  // a histogram of no bins: no point lands anywhere
       grad_weight = at::zeros(weight_shape, grads[0].options().dtype(weight_dtype));
     } else {
-      const at::Tensor points = ctx->saved_data["nd"].toBool() ? input : input.reshape({-1, 1});
-      at::Tensor indices = bin_indices.call(points, edges, ctx->saved_data["out_of_range"].toStringRef());
-      grad_weight = gather_weight_grad(indices.to(at::kLong), grads[0].reshape({-1}), weight_dtype)
-                        .reshape(weight_shape);
+      // The forward's points (histogram_edges: the input flattened in its memory order, without a copy where
+      // it can be), so the int32 bins are the only per-element tensor besides the mask and the gradient.
+      const bool nd = ctx->saved_data["nd"].toBool();
+      const PointsView view = nd ? PointsView{input, {}} : points_of(input);
+      at::Tensor indices = bin_indices.call(view.points, edges, ctx->saved_data["out_of_range"].toStringRef());
+      at::Tensor flat = gather_weight_grad(std::move(indices), grads[0].reshape({-1}), weight_dtype);
+      grad_weight = nd ? flat.reshape(weight_shape) : from_points_order(view, flat, weight_shape);
     }
     return {at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -241,7 +249,7 @@ void refuse_autograd(const char* op, const char* target_name, const at::Tensor& 
 void histogram_add_autograd(at::Tensor& hist, const at::Tensor& input, std::optional<double> min,
                             std::optional<double> max, const std::optional<at::Tensor>& weight,
                             c10::string_view out_of_range) {
-  refuse_autograd("dsmhist.histogram_add_", "hist", hist, weight, /*out_form=*/false);
+  refuse_autograd("torch_dsmhist.histogram_add_", "hist", hist, weight, /*out_form=*/false);
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("dsmhist::histogram_add_", "")
                              .typed<void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
@@ -256,7 +264,7 @@ void histogram_add_autograd(at::Tensor& hist, const at::Tensor& input, std::opti
 void histogram_out_autograd(at::Tensor& out, const at::Tensor& input, std::optional<double> min,
                             std::optional<double> max, const std::optional<at::Tensor>& weight,
                             c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool accumulate) {
-  refuse_autograd("dsmhist.histogram", "out", out, weight, /*out_form=*/true);
+  refuse_autograd("torch_dsmhist.histogram", "out", out, weight, /*out_form=*/true);
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("dsmhist::_histogram_out", "")
                              .typed<void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,

@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <ATen/Dispatch.h>
+
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -17,6 +21,7 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
                            const std::optional<TensorFacts>& weight, c10::string_view out_of_range,
                            std::optional<at::ScalarType> dtype, bool nd) {
   EdgesArgs args;
+  args.op = op;
   c10::SymInt points = 1;
   const InputType input_type = input_type_of(input.dtype, "input", op);
   const bool floating_input = is_floating(input_type);
@@ -41,9 +46,9 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
     const std::string name = edges_name(nd, d);
     TORCH_CHECK_VALUE(e.shape.size() == 1 && e.shape[0] >= 1, op, ": ", name,
                       " must be a 1-D tensor of at least one edge, got shape ", e.shape);
-    TORCH_CHECK_VALUE(at::isFloatingType(e.dtype), op, ": ", name, " must be floating, got ", e.dtype);
+    TORCH_CHECK_VALUE(at::isFloatingType(e.dtype), op, ": ", name, " must be floating, got ", torch_dtype_name(e.dtype));
     TORCH_CHECK_VALUE(!floating_input || e.dtype == input.dtype, op, ": ", name, " must have input's dtype ",
-                      input.dtype, " (the edges are compared in it), got ", e.dtype);
+                      torch_dtype_name(input.dtype), " (the edges are compared in it), got ", torch_dtype_name(e.dtype));
     TORCH_CHECK_VALUE(e.device == input.device, op, ": ", name, " is on ", e.device, " but input is on ",
                       input.device, "; both must be on the same device");
     const int64_t bins = e.shape[0].guard_int(__FILE__, __LINE__) - 1;
@@ -73,21 +78,70 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
 }
 
 void check_edges_sorted(const char* op, const std::vector<at::Tensor>& edges, bool nd) {
+  // Read in place (strided, any floating dtype): a check that allocated would fail on an expanded edges tensor of
+  // 2^31 elements before the op could name what it cannot allocate.
   for (size_t d = 0; d < edges.size(); ++d) {
     const at::Tensor& e = edges[d];
-    TORCH_CHECK_VALUE(!e.isnan().any().item<bool>(), op, ": ", edges_name(nd, d), " holds NaN");
-    if (e.numel() < 2) continue;
-    TORCH_CHECK_VALUE(e.slice(0, 1).ge(e.slice(0, 0, -1)).all().item<bool>(), op, ": ", edges_name(nd, d),
-                      " must be sorted non-decreasing");
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, e.scalar_type(), "check_edges_sorted", [&] {
+      const scalar_t* data = e.const_data_ptr<scalar_t>();
+      const int64_t n = e.numel(), stride = e.stride(0);
+      for (int64_t i = 0; i < n; ++i) {
+        const double value = static_cast<double>(data[i * stride]);
+        TORCH_CHECK_VALUE(!std::isnan(value), op, ": ", edges_name(nd, d), " holds NaN (at index ", i, ")");
+        TORCH_CHECK_VALUE(i == 0 || static_cast<double>(data[(i - 1) * stride]) <= value, op, ": ",
+                          edges_name(nd, d), " must be sorted non-decreasing (index ", i, " is below index ", i - 1,
+                          ")");
+      }
+    });
   }
+}
+
+PointsView points_of(const at::Tensor& input) {
+  PointsView view;
+  if (input.dim() <= 1) {
+    view.points = input.reshape({-1, 1});
+    return view;
+  }
+  // The dims by decreasing stride: a tensor whose elements fill one dense block (a transpose, a permute) is then
+  // contiguous and flattens as a view. The order of the points does not change a histogram.
+  std::vector<int64_t> order(input.dim());
+  for (int64_t d = 0; d < input.dim(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return input.stride(a) > input.stride(b); });
+  const at::Tensor permuted = input.permute(order);
+  if (permuted.is_contiguous()) {
+    view.points = permuted.view({-1, 1});
+    view.order = order;
+  } else {
+    view.points = input.reshape({-1, 1});  // not one dense block: a copy (README, "Histograms over bin edges")
+  }
+  return view;
+}
+
+at::Tensor in_points_order(const PointsView& view, const at::Tensor& t) {
+  if (view.order.empty()) return t.reshape({-1});
+  return t.permute(view.order).reshape({-1});
+}
+
+at::Tensor from_points_order(const PointsView& view, const at::Tensor& flat, c10::IntArrayRef shape) {
+  if (view.order.empty()) return flat.reshape(shape);
+  std::vector<int64_t> permuted_shape, inverse(view.order.size());
+  for (size_t i = 0; i < view.order.size(); ++i) {
+    permuted_shape.push_back(shape[view.order[i]]);
+    inverse[view.order[i]] = static_cast<int64_t>(i);
+  }
+  return flat.view(permuted_shape).permute(inverse);
 }
 
 EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& input2d, const std::vector<at::Tensor>& edges,
                                    at::Tensor* edge_buffer) {
-  std::vector<at::Tensor> converted;
-  converted.reserve(edges.size());
-  for (const at::Tensor& e : edges) converted.push_back(e.to(args.edge_dtype));
-  *edge_buffer = at::cat(converted).contiguous();
+  int64_t total_edges = 0;
+  for (const at::Tensor& e : edges) total_edges += e.numel();
+  *edge_buffer = allocate_named(args.op, "the edges buffer", {total_edges}, input2d.options().dtype(args.edge_dtype));
+  int64_t offset = 0;
+  for (const at::Tensor& e : edges) {
+    edge_buffer->narrow(0, offset, e.numel()).copy_(e);
+    offset += e.numel();
+  }
   EdgeBinParams p;
   p.input = input2d.const_data_ptr();
   p.input_type = input_type_of(input2d.scalar_type(), "input");

@@ -15,6 +15,7 @@ namespace dsmhist {
 
 // The validated meaning of an edges call.
 struct EdgesArgs {
+  const char* op = "";          // the op's name, for messages
   HistogramArgs count;          // the counting stage: int32 flat bins in index mode, never clamped
   bool clamp = false;           // out_of_range of the binning stage
   int64_t dims = 0;             // D
@@ -37,6 +38,19 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
 // Edges sorted non-decreasing, none NaN: checked on the CPU only (a check on CUDA would synchronise; unsorted edges
 // there give unspecified bins, never a write outside the output).
 void check_edges_sorted(const char* op, const std::vector<at::Tensor>& edges, bool nd);
+
+// histogram_edges's input (any shape) as [N, 1] points: a view where its elements fill one dense block in some
+// order of its dims (`order`, empty for the logical order), else a copy. A weight or a gradient of input's shape
+// goes to and from that order with the two functions below.
+struct PointsView {
+  at::Tensor points;
+  std::vector<int64_t> order;
+};
+PointsView points_of(const at::Tensor& input);
+// `t` (input's shape) flattened in the points' order: a view where t has input's layout, else a copy.
+at::Tensor in_points_order(const PointsView& view, const at::Tensor& t);
+// `flat` (one value per point, in the points' order) as a tensor of `shape` (input's), in its logical order.
+at::Tensor from_points_order(const PointsView& view, const at::Tensor& flat, c10::IntArrayRef shape);
 
 // Every dim's edges as one contiguous tensor of args.edge_dtype on their device, and the params that point at it
 // (input, strides, offsets, flat strides; first_point, points and out are the caller's, per chunk).

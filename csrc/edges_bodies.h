@@ -1,7 +1,8 @@
 // The bodies of the bin-edges ops, once for every device (as op_bodies.h): check -> output -> bin the points into
 // int32 flat bins, a bounded chunk at a time (Backend::edge_bins) -> count each chunk with the index-mode histogram
 // (Backend::histogram, adding into the output after the first chunk). Every tier thereby counts N-D histograms
-// unchanged, and the memory beyond the output is one chunk's indices (kEdgeChunkPoints int32) and the edges.
+// unchanged, and the memory beyond the output is one chunk's indices (kEdgeChunkPoints int32) and the edges (plus a
+// copy of an input whose elements are not one dense block, and of a weight laid out unlike the input: points_of).
 //
 // A backend adds to op_bodies.h's members:
 //   // Sorted-edges check where it needs no host sync (the CPU); nothing on CUDA.
@@ -33,13 +34,13 @@ inline EdgeFacts facts_of_edges(const std::vector<at::Tensor>& edges) {
 template <typename Backend>
 at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor& input2d,
                         const std::vector<at::Tensor>& edges, const std::optional<at::Tensor>& weight1d) {
-  at::Tensor output = at::empty(args.output_shape, input2d.options().dtype(args.count.output_dtype));
+  at::Tensor output = allocate_named(op, "the output", args.output_shape, input2d.options().dtype(args.count.output_dtype));
   if (args.total_bins == 0) return output;
   at::Tensor edge_buffer;
   EdgeBinParams bin_params = make_edge_bin_params(args, input2d, edges, &edge_buffer);
   const int64_t points = input2d.size(0);
   const int64_t chunk = std::max<int64_t>(1, std::min(points, kEdgeChunkPoints));
-  at::Tensor flat_bins = at::empty({chunk}, input2d.options().dtype(at::kInt));
+  at::Tensor flat_bins = allocate_named(op, "the bin indices of a chunk", {chunk}, input2d.options().dtype(at::kInt));
   at::Tensor flat_output = output.view({-1});
   int64_t start = 0;
   do {  // once for an empty input, so the output is zeroed by the counting stage as for any other call
@@ -62,21 +63,22 @@ at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor&
 template <typename Backend>
 at::Tensor histogram_edges(const at::Tensor& input, const at::Tensor& edges, const std::optional<at::Tensor>& weight,
                            c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
-  const char* op = "dsmhist.histogram_edges";
+  const char* op = "torch_dsmhist.histogram_edges";
   const std::vector<at::Tensor> edge_list{edges};
   const EdgesArgs args =
       check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, false);
   Backend::check_device(op, input);
   Backend::check_edges(op, edge_list, false);
+  const PointsView view = points_of(input);
   std::optional<at::Tensor> weight1d;
-  if (weight.has_value() && weight->defined()) weight1d = weight->reshape({-1});
-  return count_points<Backend>(op, args, input.reshape({-1, 1}), edge_list, weight1d);
+  if (weight.has_value() && weight->defined()) weight1d = in_points_order(view, *weight);
+  return count_points<Backend>(op, args, view.points, edge_list, weight1d);
 }
 
 template <typename Backend>
 at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
                        c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
-  const char* op = "dsmhist.histogramdd";
+  const char* op = "torch_dsmhist.histogramdd";
   const std::vector<at::Tensor> edge_list(edges.begin(), edges.end());
   const EdgesArgs args =
       check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, true);
@@ -90,12 +92,12 @@ at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std:
 // Each point's flat bin (-1: dropped) as int32 [N]: the backward of the weighted edges ops. input is [N, D].
 template <typename Backend>
 at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::string_view out_of_range) {
-  const char* op = "dsmhist._edge_bin_indices";
+  const char* op = "torch_dsmhist._edge_bin_indices";
   const std::vector<at::Tensor> edge_list(edges.begin(), edges.end());
   const EdgesArgs args = check_edges_args(op, facts_of(input), facts_of_edges(edge_list), std::nullopt,
                                           out_of_range, std::nullopt, true);
   Backend::check_device(op, input);
-  at::Tensor indices = at::empty({input.size(0)}, input.options().dtype(at::kInt));
+  at::Tensor indices = allocate_named(op, "the bin indices", {input.size(0)}, input.options().dtype(at::kInt));
   if (args.total_bins == 0) return indices.fill_(kDroppedPoint);
   if (input.size(0) == 0) return indices;
   at::Tensor edge_buffer;

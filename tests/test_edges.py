@@ -171,3 +171,165 @@ def test_opcheck_and_compile(device, gen):
 def test_readme_example():
     out = torch_dsmhist.histogram_edges(torch.tensor([0.5, 1.0, 3.0]), torch.tensor([0.0, 1.0, 3.0]))
     assert out.tolist() == [1, 2]
+
+
+# ----- issue 48: gradients over changed edges, memory, allocation failures --------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["histogram_edges", "histogramdd"])
+def test_edges_changed_after_forward_make_backward_raise(device, op, gen):
+    """The edges are saved for backward with their version: changing them in place after the forward must raise,
+    never return the gradient of other edges (it gave w.grad = [1, 1, 1, 1] for [1, 10, 10, 10])."""
+    x = torch.tensor([0.1, 0.6, 0.7, 0.9], device=device)
+    e = torch.tensor([0.0, 0.5, 1.0], device=device)
+    w = torch.ones(4, device=device, requires_grad=True)
+    if op == "histogram_edges":
+        h = torch_dsmhist.histogram_edges(x, e, weight=w)
+    else:
+        h = torch_dsmhist.histogramdd(x[:, None], [e], weight=w)
+    e[1] = 0.95
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        (h * torch.tensor([1.0, 10.0], device=device)).sum().backward()
+    # Unchanged edges: the forward's gradient.
+    e[1] = 0.5
+    w.grad = None
+    h = torch_dsmhist.histogram_edges(x, e, weight=w)
+    (h * torch.tensor([1.0, 10.0], device=device)).sum().backward()
+    assert torch.equal(w.grad.cpu(), torch.tensor([1.0, 10.0, 10.0, 10.0]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["transposed", "permuted 3-D", "strided slice"])
+@pytest.mark.parametrize("weight_layout", ["same", "contiguous"])
+def test_histogram_edges_non_contiguous_input_and_weight(device, layout, weight_layout, gen):
+    """Counts and gradients over inputs read in their memory order (a transpose is not copied) equal those of the
+    contiguous input."""
+    base = torch.randn(6, 10, 7, generator=gen, dtype=torch.float64).to(device)
+    x = {"transposed": base[0].t(), "permuted 3-D": base.permute(2, 0, 1), "strided slice": base[:, ::3, 1:]}[layout]
+    wbase = torch.rand(base.shape, generator=gen, dtype=torch.float64).to(device)
+    w_same = {"transposed": wbase[0].t(), "permuted 3-D": wbase.permute(2, 0, 1),
+              "strided slice": wbase[:, ::3, 1:]}[layout]
+    w = (w_same if weight_layout == "same" else w_same.contiguous()).detach().requires_grad_()
+    edges = torch.sort(torch.randn(9, generator=gen, dtype=torch.float64)).values.to(device)
+    grad = torch.randn(8, generator=gen, dtype=torch.float64).to(device)
+    h = torch_dsmhist.histogram_edges(x, edges, weight=w)
+    (h * grad).sum().backward()
+    wc = w.detach().contiguous().requires_grad_()
+    hc = torch_dsmhist.histogram_edges(x.contiguous(), edges, weight=wc)
+    (hc * grad).sum().backward()
+    torch.testing.assert_close(h, hc, rtol=1e-12, atol=1e-12)
+    assert w.grad.shape == x.shape and torch.equal(w.grad, wc.grad)
+    assert torch.equal(torch_dsmhist.histogram_edges(x, edges), torch_dsmhist.histogram_edges(x.contiguous(), edges))
+
+
+# README "Histograms over bin edges": beyond the output, histogram_edges allocates one chunk's int32 indices (at most
+# 2^23) and the edges, a transposed input included; its backward holds 5 bytes per element beyond the gradient it
+# returns (9 for 16-bit weights). Measured as the growth of the peak resident set, as test_limits does.
+EDGES_MEMORY_SCRIPT = """
+import json, sys, torch, torch_dsmhist
+torch.set_num_threads(2)
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
+
+def peak_growth(call):
+    call()  # warm
+    before = status("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    result = call()
+    return status("VmHWM") - before, result
+
+g = torch.Generator().manual_seed(int(sys.argv[1]))
+x = torch.rand(4096, 4096, generator=g).t()
+edges = torch.sort(torch.rand(1001, generator=g)).values
+forward, _ = peak_growth(lambda: torch_dsmhist.histogram_edges(x, edges))
+out = {"forward": forward}
+for name, dtype in (("float32", torch.float32), ("float16", torch.float16)):
+    w = torch.rand(4096, 4096, generator=g).t().to(dtype).requires_grad_()
+    h = torch_dsmhist.histogram_edges(x, edges, weight=w)
+    grad = torch.randn(1000, generator=g)
+    growth, (gw,) = peak_growth(lambda: torch.autograd.grad(h, w, grad, retain_graph=True))
+    out[name] = [growth, gw.numel() * gw.element_size()]
+print(json.dumps(out))
+"""
+
+
+def test_edges_memory_bounds_on_the_cpu():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    result = subprocess.run([sys.executable, "-c", EDGES_MEMORY_SCRIPT, "1"], capture_output=True, text=True,
+                            timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    measured = json.loads(result.stdout)
+    n, MiB = 4096 * 4096, 2**20
+    slack = 8 * MiB
+    assert measured["forward"] <= 4 * 2**23 + 8 * 1001 + slack, measured  # no copy of the 64 MiB input
+    for name, per_element in (("float32", 5), ("float16", 9)):
+        growth, gradient_bytes = measured[name]
+        assert growth - gradient_bytes <= per_element * n + slack, (name, growth / MiB, gradient_bytes / MiB)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("weight_dtype", [torch.float16, torch.float32])
+def test_edges_memory_bounds_on_cuda(weight_dtype, gen):
+    if not torch_dsmhist.built_with_cuda():
+        pytest.skip("built without CUDA")
+    n = 4096 * 4096
+    x = torch.rand(4096, 4096, generator=gen).cuda().t()
+    edges = torch.sort(torch.rand(1001, generator=gen)).values.cuda()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    h = torch_dsmhist.histogram_edges(x, edges)
+    assert torch.cuda.max_memory_allocated() - base <= 4 * 2**23 + 8 * 1001 + 8 * 1000 + (1 << 20)
+    del h
+    w = torch.rand(4096, 4096, generator=gen).cuda().t().to(weight_dtype).requires_grad_()
+    h = torch_dsmhist.histogram_edges(x, edges, weight=w)
+    grad = torch.randn(1000, generator=gen).cuda()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    (gw,) = torch.autograd.grad(h, w, grad)
+    extra = torch.cuda.max_memory_allocated() - base - gw.numel() * gw.element_size()
+    per_element = 9 if weight_dtype.itemsize == 2 else 5
+    assert extra <= per_element * n + (4 << 20), (extra, per_element * n)
+
+
+EDGES_ALLOCATION_SCRIPT = """
+import resource, torch, torch_dsmhist
+x = torch.arange(10.0)
+edges = torch.zeros(1).expand((1 << 28) + 1)  # 2^28 bins: a 2 GiB int64 output
+def vm_size():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (vm_size() + (256 << 20), resource.RLIM_INFINITY))
+for name, call in (("histogram_edges", lambda: torch_dsmhist.histogram_edges(x, edges)),
+                   ("histogramdd", lambda: torch_dsmhist.histogramdd(x[:, None], [edges]))):
+    try:
+        call()
+        print(name, "no error")
+    except RuntimeError as e:
+        print(name, type(e).__name__, str(e).splitlines()[0])
+"""
+
+
+def test_edges_allocation_failure_names_the_op_and_size():
+    """An allocation that fails names the op, what it allocated and how large (not the allocator's bare message)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", EDGES_ALLOCATION_SCRIPT], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2, result.stdout
+    for op, line in zip(("histogram_edges", "histogramdd"), lines):
+        assert f"torch_dsmhist.{op}: the output (shape [268435456], torch.int64, 2147483648 bytes" in line, line
+        assert "could not be allocated on cpu" in line, line
