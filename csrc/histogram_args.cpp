@@ -39,7 +39,7 @@ InputType input_type_of(at::ScalarType dtype, const char* argument, const char* 
     DSMHIST_FOR_EACH_INPUT_TYPE(DSMHIST_INPUT_FROM_TORCH)
 #undef DSMHIST_INPUT_FROM_TORCH
     default:
-      TORCH_CHECK_VALUE(false, op, ": ", argument, " has dtype ", dtype, "; allowed dtypes are ",
+      TORCH_CHECK_VALUE(false, op, ": ", argument, " has dtype ", torch_dtype_name(dtype), "; allowed dtypes are ",
                         input_dtype_names());
   }
 }
@@ -70,7 +70,7 @@ const char* dtype_name(at::ScalarType dtype) {
 void check_weight(const char* op, const TensorFacts& input, const TensorFacts& w) {
   const at::ScalarType wt = w.dtype;
   TORCH_CHECK_VALUE(wt == at::kHalf || wt == at::kBFloat16 || wt == at::kFloat || wt == at::kDouble,
-                    op, ": weight must be floating (float16, bfloat16, float32, float64), got ", wt);
+                    op, ": weight must be floating (torch.float16, bfloat16, float32, float64), got ", torch_dtype_name(wt));
   TORCH_CHECK_VALUE(w.shape.size() == input.shape.size() && w.shape == input.shape, op,
                     ": weight must have the shape of input ", input.shape, ", got ", w.shape);
   TORCH_CHECK_VALUE(w.device == input.device, op, ": weight is on ", w.device, " but input is on ", input.device,
@@ -103,7 +103,8 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
   if (min.has_value()) {
     TORCH_CHECK_VALUE(std::isfinite(*min) && std::isfinite(*max), op, ": min and max must be finite, got [",
                       *min, ", ", *max, "]");
-    TORCH_CHECK_VALUE(*min < *max, op, ": min (", *min, ") must be less than max (", *max, ")");
+    TORCH_CHECK_VALUE(*min < *max, op, ": min (", *min, ") must be less than max (", *max, ")",
+                      *min == *max ? "; to take the range from the data, pass neither min nor max" : "");
     if (computes_in_double(args.input_type)) {
       check_range_in<double>(op, *min, *max);
     } else {
@@ -128,13 +129,13 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
     args.acc = acc_kind_for(wt, args.output_dtype);
     args.output_type = wt == at::kDouble ? OutputType::kFloat64 : OutputType::kFloat32;
     TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == args.output_dtype,
-                      op, ": with weight the output dtype is ", args.output_dtype,
+                      op, ": with weight the output dtype is ", torch_dtype_name(args.output_dtype),
                       " (float32 for float16/bfloat16/float32 weights, float64 for float64); dtype must be None or ",
-                      args.output_dtype, ", got ", *dtype);
+                      torch_dtype_name(args.output_dtype), ", got ", torch_dtype_name(*dtype));
   } else {
     const at::ScalarType out = dtype.value_or(at::kLong);
     TORCH_CHECK_VALUE(out == at::kLong || out == at::kInt,
-                      op, ": dtype (the count dtype) must be torch.int64 or torch.int32, got ", out);
+                      op, ": dtype (the count dtype) must be torch.int64 or torch.int32, got ", torch_dtype_name(out));
     args.acc = AccKind::kCount;
     args.output_dtype = out;
     args.output_type = out == at::kLong ? OutputType::kInt64 : OutputType::kInt32;
@@ -151,33 +152,17 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
   return args;
 }
 
+
 at::Tensor allocate_output(const char* op, const HistogramArgs& args, const at::Tensor& input, int64_t bins,
                            bool batched) {
-  const std::vector<int64_t> shape =
-      batched ? batched_output_shape(op, input, bins) : std::vector<int64_t>{bins};
-  const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(args.output_dtype));
-  int64_t bytes = element_bytes;
-  for (const int64_t size : shape) {
-    TORCH_CHECK_VALUE(!__builtin_mul_overflow(bytes, size, &bytes), op, ": bins=", bins, " gives an output of shape ",
-                      c10::IntArrayRef(shape), ", whose size in bytes overflows int64");
-  }
-  const auto describe = [&] {
-    return c10::str(op, ": the output for bins=", bins, " (shape ", c10::IntArrayRef(shape), ", ",
-                    args.output_dtype, ", ", static_cast<double>(bytes) / (1 << 30),
-                    " GiB) could not be allocated on ", input.device());
-  };
-  try {
-    return at::empty(shape, input.options().dtype(args.output_dtype));
-  } catch (const c10::OutOfMemoryError& e) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, describe(), ": ", e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, describe(), ": ", e.what_without_backtrace());
-  }
+  const std::vector<int64_t> shape = batched ? batched_output_shape(op, input, bins) : std::vector<int64_t>{bins};
+  return allocate_named(op, "the output for bins=" + std::to_string(bins), shape,
+                        input.options().dtype(args.output_dtype));
 }
 
 const char* into_target_name(const char* op) {
   // histogram_add_ calls it hist; histogram(out=) (dsmhist._histogram_out, whose messages say dsmhist.histogram) out.
-  return std::strcmp(op, "dsmhist.histogram_add_") == 0 ? "hist" : "out";
+  return std::strcmp(op, "torch_dsmhist.histogram_add_") == 0 ? "hist" : "out";
 }
 
 HistogramArgs check_histogram_into_args(const char* op, const TensorFacts& target, const TensorFacts& input,
@@ -192,12 +177,12 @@ HistogramArgs check_histogram_into_args(const char* op, const TensorFacts& targe
   const at::ScalarType ht = target.dtype;
   if (weight.has_value()) {
     TORCH_CHECK_VALUE(ht == at::kFloat || ht == at::kDouble, op, ": with weight, ", name,
-                      " must be float32 or float64 (the sums accumulate in its dtype), got ", ht);
+                      " must be torch.float32 or torch.float64 (the sums accumulate in its dtype), got ", torch_dtype_name(ht));
   } else {
     TORCH_CHECK_VALUE(ht == at::kLong || ht == at::kInt, op, ": without weight, ", name,
-                      " must hold counts as int64 or int32, got ", ht);
+                      " must hold counts as torch.int64 or torch.int32, got ", torch_dtype_name(ht));
   }
-  TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == ht, op, ": ", name, " has dtype ", ht, " but dtype=", *dtype,
+  TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == ht, op, ": ", name, " has dtype ", torch_dtype_name(ht), " but dtype=", torch_dtype_name(*dtype),
                     " was given");
   // Weighted: any floating weight adds into a float32 or float64 target; check with the dtype the weight implies,
   // then take the target's.
@@ -230,7 +215,7 @@ void check_into_memory(const char* op, const char* name, const at::Tensor& targe
 
 HistogramArgs check_finite_range_args(const char* op, const TensorFacts& input) {
   TORCH_CHECK_VALUE(at::isFloatingType(input.dtype), op,
-                    ": input must be floating (float16, bfloat16, float32, float64), got ", input.dtype);
+                    ": input must be floating (float16, bfloat16, float32, float64), got ", torch_dtype_name(input.dtype));
   return check_histogram_args(op, input, 1, std::nullopt, std::nullopt, std::nullopt, "ignore", std::nullopt);
 }
 
@@ -253,7 +238,7 @@ HistogramArgs check_histogram_with_range_keys_args(const char* op, const TensorF
   const HistogramArgs args = check_histogram_args(op, input, bins, std::nullopt, std::nullopt, weight, out_of_range,
                                                   dtype, batched);
   TORCH_CHECK_VALUE(args.data_range, op, ": input must be floating (only floating input takes its range from the "
-                    "data), got ", input.dtype);
+                    "data), got ", torch_dtype_name(input.dtype));
   check_range_keys(op, input, range_keys);
   return args;
 }

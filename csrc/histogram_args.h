@@ -28,6 +28,14 @@ inline std::optional<TensorFacts> facts_of(const std::optional<at::Tensor>& t) {
   return facts_of(*t);
 }
 
+// A dtype as Python spells it ("torch.float32"), for messages: users pass torch.float32, not c10's "Float".
+std::string torch_dtype_name(at::ScalarType dtype);
+
+// An allocation of `shape` x `options` that names `op`, `what` is allocated and its size when it fails (the
+// allocator's OutOfMemoryError stays one), instead of the allocator's bare message.
+at::Tensor allocate_named(const char* op, const std::string& what, c10::IntArrayRef shape,
+                          const at::TensorOptions& options);
+
 // The validated meaning of one call's arguments.
 struct HistogramArgs {
   InputType input_type = InputType::kInt64;
@@ -93,7 +101,7 @@ HistogramArgs check_bin_indices_args(const char* op, const TensorFacts& input, i
                                      const std::optional<TensorFacts>& range_keys);
 
 // Maps a torch dtype to an input type; throws naming `argument` when the dtype is not supported.
-InputType input_type_of(at::ScalarType dtype, const char* argument, const char* op = "dsmhist.histogram");
+InputType input_type_of(at::ScalarType dtype, const char* argument, const char* op = "torch_dsmhist.histogram");
 
 // The accumulator a histogram needs: counts; weight sums in the output's precision; or, under
 // torch.use_deterministic_algorithms(True), the deterministic fixed-point sum (CUDA; the CPU path is always

@@ -37,7 +37,7 @@ template <typename Backend>
 at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                      const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                      std::optional<at::ScalarType> dtype) {
-  const char* op = "dsmhist.histogram";
+  const char* op = "torch_dsmhist.histogram";
   const HistogramArgs args =
       check_histogram_args(op, facts_of(input), bins, min, max, facts_of(weight), out_of_range, dtype);
   Backend::check_device(op, input);
@@ -70,7 +70,7 @@ void histogram_into(const char* op, at::Tensor& target, const at::Tensor& input,
 template <typename Backend>
 void histogram_add_(at::Tensor& hist, const at::Tensor& input, std::optional<double> min, std::optional<double> max,
                     const std::optional<at::Tensor>& weight, c10::string_view out_of_range) {
-  histogram_into<Backend>("dsmhist.histogram_add_", hist, input, min, max, weight, out_of_range, std::nullopt,
+  histogram_into<Backend>("torch_dsmhist.histogram_add_", hist, input, min, max, weight, out_of_range, std::nullopt,
                           /*accumulate=*/true);
 }
 
@@ -78,14 +78,14 @@ template <typename Backend>
 void histogram_out(at::Tensor& out, const at::Tensor& input, std::optional<double> min, std::optional<double> max,
                    const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                    std::optional<at::ScalarType> dtype, bool accumulate) {
-  histogram_into<Backend>("dsmhist.histogram", out, input, min, max, weight, out_of_range, dtype, accumulate);
+  histogram_into<Backend>("torch_dsmhist.histogram", out, input, min, max, weight, out_of_range, dtype, accumulate);
 }
 
 template <typename Backend>
 at::Tensor batched_histogram(const at::Tensor& input, int64_t bins, std::optional<double> min,
                              std::optional<double> max, const std::optional<at::Tensor>& weight,
                              c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
-  const char* op = "dsmhist.batched_histogram";
+  const char* op = "torch_dsmhist.batched_histogram";
   const HistogramArgs args = check_histogram_args(op, facts_of(input), bins, min, max, facts_of(weight),
                                                   out_of_range, dtype, /*batched=*/true);
   Backend::check_device(op, input);
@@ -99,7 +99,7 @@ at::Tensor batched_histogram(const at::Tensor& input, int64_t bins, std::optiona
 
 template <typename Backend>
 at::Tensor finite_range_keys(const at::Tensor& input) {
-  const char* op = "dsmhist._finite_range_keys";
+  const char* op = "torch_dsmhist._finite_range_keys";
   const HistogramArgs args = check_finite_range_args(op, facts_of(input));
   Backend::check_device(op, input);
   at::Tensor keys = at::empty({2}, input.options().dtype(at::kLong));
@@ -113,7 +113,7 @@ template <typename Backend>
 at::Tensor histogram_with_range_keys(const at::Tensor& input, int64_t bins, const at::Tensor& range_keys,
                                      const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                                      std::optional<at::ScalarType> dtype, bool batched) {
-  const char* op = "dsmhist._histogram_with_range_keys";
+  const char* op = "torch_dsmhist._histogram_with_range_keys";
   const HistogramArgs args = check_histogram_with_range_keys_args(op, facts_of(input), bins, facts_of(range_keys),
                                                                   facts_of(weight), out_of_range, dtype, batched);
   Backend::check_device(op, input);
@@ -130,7 +130,7 @@ at::Tensor histogram_with_range_keys(const at::Tensor& input, int64_t bins, cons
 template <typename Backend>
 at::Tensor bin_indices(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                        c10::string_view out_of_range, const std::optional<at::Tensor>& range_keys) {
-  const char* op = "dsmhist._bin_indices";
+  const char* op = "torch_dsmhist._bin_indices";
   const HistogramArgs args =
       check_bin_indices_args(op, facts_of(input), bins, min, max, out_of_range, facts_of(range_keys));
   Backend::check_device(op, input);

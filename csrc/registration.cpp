@@ -20,19 +20,19 @@ namespace {
 Tier parse_tier(c10::string_view name) {
   Tier tier = Tier::kAuto;
   TORCH_CHECK_VALUE(parse_tier_name(std::string_view(name.data(), name.size()), &tier),
-                    "dsmhist: tier must be one of ", quoted_tier_names(), ", got \"", std::string(name), "\"");
+                    "torch_dsmhist: tier must be one of ", quoted_tier_names(), ", got \"", std::string(name), "\"");
   return tier;
 }
 
 void set_tier_override(c10::string_view tier, int64_t cluster_size, int64_t max_cluster_size) {
   const Tier parsed = parse_tier(tier);
   TORCH_CHECK_VALUE(cluster_size >= 0 && cluster_size <= 16,
-                    "dsmhist: cluster_size must be between 1 and 16 (or 0 for the planner's choice), got ",
+                    "torch_dsmhist: cluster_size must be between 1 and 16 (or 0 for the planner's choice), got ",
                     cluster_size);
   TORCH_CHECK_VALUE(cluster_size == 0 || (parsed != Tier::kAuto && tier_info(parsed).cluster_kernel),
-                    "dsmhist: cluster_size applies only to tiers ", quoted_tier_names(/*cluster_only=*/true));
+                    "torch_dsmhist: cluster_size applies only to tiers ", quoted_tier_names(/*cluster_only=*/true));
   TORCH_CHECK_VALUE(max_cluster_size >= 0 && max_cluster_size <= 16,
-                    "dsmhist: max_cluster_size must be between 1 and 16 (or 0 for the device's own limit), got ",
+                    "torch_dsmhist: max_cluster_size must be between 1 and 16 (or 0 for the device's own limit), got ",
                     max_cluster_size);
   tier_override() = TierOverride{parsed, static_cast<int>(cluster_size), static_cast<int>(max_cluster_size)};
 }
@@ -61,21 +61,21 @@ std::tuple<std::vector<std::string>, c10::List<bool>, c10::List<bool>> tiers_op(
 using PlanTuple = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 PlanTuple plan_op(int64_t bins, c10::Device device, at::ScalarType input_dtype,
                   std::optional<at::ScalarType> weight_dtype, int64_t rows, int64_t row_length, bool batched) {
-  TORCH_CHECK_VALUE(bins > 0, "dsmhist.plan: bins must be > 0, got ", bins);
-  TORCH_CHECK_VALUE(rows >= 0 && row_length >= 0, "dsmhist.plan: rows and row_length must be >= 0, got ", rows,
+  TORCH_CHECK_VALUE(bins > 0, "torch_dsmhist.plan: bins must be > 0, got ", bins);
+  TORCH_CHECK_VALUE(rows >= 0 && row_length >= 0, "torch_dsmhist.plan: rows and row_length must be >= 0, got ", rows,
                     " and ", row_length);
-  input_type_of(input_dtype, "dtype", "dsmhist.plan");
+  input_type_of(input_dtype, "dtype", "torch_dsmhist.plan");
   TORCH_CHECK_VALUE(!weight_dtype.has_value() || at::isFloatingType(*weight_dtype),
-                    "dsmhist.plan: weight_dtype must be floating, got ", *weight_dtype);
+                    "torch_dsmhist.plan: weight_dtype must be floating, got ", torch_dtype_name(*weight_dtype));
   if (device.is_cpu()) return {"cpu", 0, 0, 0, 0, 0, 0, 0, 0};
-  TORCH_CHECK_VALUE(device.is_cuda(), "dsmhist.plan: device must be cpu or cuda, got ", device);
+  TORCH_CHECK_VALUE(device.is_cuda(), "torch_dsmhist.plan: device must be cpu or cuda, got ", device);
 #ifdef DSMHIST_WITH_CUDA
   const std::vector<int64_t> plan = plan_cuda(bins, device.has_index() ? device.index() : -1, input_dtype,
                                              weight_dtype, rows, row_length, batched);
   return {tier_name(static_cast<Tier>(plan[0])), plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7],
           plan[8]};
 #else
-  TORCH_CHECK(false, "dsmhist.plan: this build of torch_dsmhist has no CUDA support (built CPU-only)");
+  TORCH_CHECK(false, "torch_dsmhist.plan: this build of torch_dsmhist has no CUDA support (built CPU-only)");
 #endif
 }
 
@@ -96,17 +96,17 @@ std::string check_args(c10::string_view kind, c10::string_view op_name, at::Scal
   std::optional<TensorFacts> weight;
   if (weight_dtype.has_value()) {
     TORCH_CHECK_VALUE(weight_shape.has_value() && weight_device.has_value(),
-                      "dsmhist._check_args: weight needs its dtype, shape and device");
+                      "torch_dsmhist._check_args: weight needs its dtype, shape and device");
     weight = TensorFacts{*weight_dtype, *weight_shape, *weight_device};
   }
   std::optional<TensorFacts> target;
   if (target_dtype.has_value()) {
     TORCH_CHECK_VALUE(target_shape.has_value() && target_device.has_value(),
-                      "dsmhist._check_args: the target tensor needs its dtype, shape and device");
+                      "torch_dsmhist._check_args: the target tensor needs its dtype, shape and device");
     target = TensorFacts{*target_dtype, *target_shape, *target_device};
   }
   const auto need_target = [&]() -> const TensorFacts& {
-    TORCH_CHECK_VALUE(target.has_value(), "dsmhist._check_args: kind \"", std::string(kind), "\" needs a target");
+    TORCH_CHECK_VALUE(target.has_value(), "torch_dsmhist._check_args: kind \"", std::string(kind), "\" needs a target");
     return *target;
   };
   HistogramArgs args;
@@ -123,7 +123,7 @@ std::string check_args(c10::string_view kind, c10::string_view op_name, at::Scal
   } else if (kind == "bin_indices") {
     args = check_bin_indices_args(op.c_str(), input, bins, min, max, out_of_range, target);
   } else {
-    TORCH_CHECK_VALUE(false, "dsmhist._check_args: unknown kind \"", std::string(kind), "\"");
+    TORCH_CHECK_VALUE(false, "torch_dsmhist._check_args: unknown kind \"", std::string(kind), "\"");
   }
   return output_dtype_name(args);
 }
@@ -138,19 +138,19 @@ std::string check_edges_args_op(c10::string_view op_name, at::ScalarType input_d
                                 c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool nd) {
   const std::string op(op_name);
   TORCH_CHECK_VALUE(edge_dtypes.size() == edge_ranks.size() && edge_dtypes.size() == edge_devices.size(),
-                    "dsmhist._check_edges_args: one dtype, rank and device per edges tensor");
+                    "torch_dsmhist._check_edges_args: one dtype, rank and device per edges tensor");
   EdgeFacts edges;
   size_t next_size = 0;
   for (size_t d = 0; d < edge_dtypes.size(); ++d) {
     const size_t rank = static_cast<size_t>(edge_ranks[d]);
-    TORCH_CHECK_VALUE(next_size + rank <= edge_sizes.size(), "dsmhist._check_edges_args: edge_sizes too short");
+    TORCH_CHECK_VALUE(next_size + rank <= edge_sizes.size(), "torch_dsmhist._check_edges_args: edge_sizes too short");
     edges.push_back(TensorFacts{edge_dtypes[d], edge_sizes.slice(next_size, rank), edge_devices[d]});
     next_size += rank;
   }
   std::optional<TensorFacts> weight;
   if (weight_dtype.has_value()) {
     TORCH_CHECK_VALUE(weight_shape.has_value() && weight_device.has_value(),
-                      "dsmhist._check_edges_args: weight needs its dtype, shape and device");
+                      "torch_dsmhist._check_edges_args: weight needs its dtype, shape and device");
     weight = TensorFacts{*weight_dtype, *weight_shape, *weight_device};
   }
   const EdgesArgs args =

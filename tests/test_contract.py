@@ -41,7 +41,7 @@ OUT_ERRORS = [
     ("counts into float out", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.double()), ValueError,
      "out must hold counts"),
     ("weights into int out", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, out=o), ValueError,
-     "out must be float32 or float64"),
+     "out must be torch.float32 or torch.float64"),
     ("dtype != out.dtype", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, dtype=torch.int32, out=o), ValueError,
      "out has dtype"),
     ("float dtype", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, dtype=torch.float32, out=o), ValueError,
@@ -429,3 +429,72 @@ def test_readme_gradient_example():
     h = torch_dsmhist.histogram(ids, 4, weight=w)
     (h * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
     assert w.grad.tolist() == [1.0, 2.0, 2.0, 4.0, 0.0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 48: aliasing under torch.compile, force_tier's types, one message style
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("case", ["out is input", "out overlaps input", "hist is weight"])
+def test_compile_refuses_writing_over_the_input_on_every_backend(backend, case, gen):
+    """Compiled, the write into out / hist is functionalized, so the real kernel never sees the overlap eager refuses:
+    the fake kernel refuses it while tracing, on every backend, and nothing is written."""
+    torch._dynamo.reset()
+    ids = torch.randint(0, 10, (40,), generator=gen)
+    if case == "out is input":
+        fn, args = (lambda b, o: torch_dsmhist.histogram(b, 10, out=o)), (ids[:10].clone(),) * 2
+    elif case == "out overlaps input":
+        buf = ids.clone()
+        fn, args = (lambda b, o: torch_dsmhist.histogram(b, 10, out=o)), (buf, buf[5:15])
+    else:
+        hist = torch.rand(10, generator=gen)
+        fn, args = (lambda h, w: torch_dsmhist.histogram_add_(h, ids[:10], weight=w)), (hist, hist)
+    saved = [a.clone() for a in args]
+    with pytest.raises(Exception, match="share memory"):  # dynamo wraps the fake kernel's ValueError
+        torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    for a, s in zip(args, saved):
+        assert torch.equal(a, s)
+    # Disjoint views of one buffer are fine, compiled as in eager.
+    torch._dynamo.reset()
+    buf = torch.zeros(20, dtype=torch.int64)
+    buf[:10] = ids[:10]
+    torch.compile(lambda b, o: torch_dsmhist.histogram(b, 10, out=o), backend=backend)(buf[:10], buf[10:])
+    assert torch.equal(buf[10:], torch.bincount(ids[:10], minlength=10))
+
+
+@pytest.mark.parametrize("args, kwargs", [(("cluster", "2"), {}), (("cluster", 2.5), {}), (("cluster", True), {}),
+                                          ((3,), {}), (("auto",), {"max_cluster_size": "4"})])
+def test_force_tier_wrong_types_raise_type_error(args, kwargs):
+    before = torch.ops.dsmhist._get_tier_override()
+    with pytest.raises(TypeError, match="force_tier"):
+        with torch_dsmhist.force_tier(*args, **kwargs):
+            pass
+    assert torch.ops.dsmhist._get_tier_override() == before
+    with torch_dsmhist.force_tier("cluster", None):  # None: the planner's cluster size
+        pass
+
+
+@pytest.mark.parametrize("call", [
+    lambda: torch_dsmhist.histogram(torch.arange(4), 4, dtype=torch.float32),
+    lambda: torch_dsmhist.histogram(torch.arange(4), 4, weight=torch.ones(4, dtype=torch.int64)),
+    lambda: torch_dsmhist.histogram(torch.arange(4).bool(), 4),
+    lambda: torch_dsmhist.histogram_add_(torch.zeros(4), torch.arange(4)),
+    lambda: torch_dsmhist.histogram_edges(torch.rand(4), torch.tensor([0.0, 1.0], dtype=torch.float64)),
+    lambda: torch_dsmhist.histogram(torch.rand(4), 4, weight=torch.ones(4), dtype=torch.float64),
+])
+def test_messages_have_one_prefix_and_torch_dtype_names(call):
+    """One prefix (torch_dsmhist.), and dtypes as Python spells them (torch.float32, never c10's Float)."""
+    with pytest.raises(ValueError) as error:
+        call()
+    text = str(error.value).splitlines()[0]
+    assert text.startswith("torch_dsmhist."), text
+    assert "torch." in text
+    for c10_name in ("Float", "Double", "Long", "Half", "Bool", "Int)", "Int "):
+        assert c10_name not in text, text
+
+
+def test_min_equal_max_hints_at_the_data_range():
+    with pytest.raises(ValueError, match="pass neither min nor max"):
+        torch_dsmhist.histogram(torch.rand(8), 4, min=0.5, max=0.5)

@@ -115,7 +115,7 @@ def test_histogram_out_and_accumulate(device, gen):
         (lambda h, x, f: torch_dsmhist.histogram_add_(h.reshape(2, -1), x), "hist must be a non-empty 1-D"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h[:0], x), "hist must be a non-empty 1-D"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h.float(), x), "hist must hold counts"),
-        (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, weight=x.float()), "with weight, hist must be float"),
+        (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, weight=x.float()), "with weight, hist must be torch.float32"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, f), "floating input needs min and max"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, 0.0), "give both min and max"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, out_of_range="wrap"), "out_of_range"),

@@ -286,7 +286,16 @@ def force_tier(
     (1..16, cluster tiers only) fixes the cluster size. ``max_cluster_size`` (1..16) plans as on a device whose
     largest launchable cluster is that size (to test devices that cannot run 16-block clusters). A forced tier that
     cannot hold the bins raises ``ValueError`` at the call. CPU calls ignore it.
+
+    Raises:
+        TypeError: ``tier`` is not a str, or a cluster size is not an int or None.
+        ValueError: an unknown tier, a cluster size outside 1..16, or ``cluster_size`` for a tier without clusters.
     """
+    fn = "torch_dsmhist.force_tier"
+    _rules.check_choice(fn, "tier", tier)
+    for name, value in (("cluster_size", cluster_size), ("max_cluster_size", max_cluster_size)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"{fn}: {name} must be an int or None, got {type(value).__name__}")
     previous = torch.ops.dsmhist._get_tier_override()
     torch.ops.dsmhist._set_tier_override(tier, cluster_size or 0, max_cluster_size or 0)
     try:

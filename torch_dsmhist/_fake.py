@@ -1,15 +1,16 @@
 """Fake (meta) kernels: output shape and dtype without touching data, for torch.compile and FakeTensor tracing.
 
 Each runs the real op's argument checks (the C++ rules, through :func:`torch_dsmhist._rules.check_call`), so a call
-the real op would refuse is refused while tracing too, with the same error. Only what needs memory — whether the
-tensor written into overlaps an input — is left to the real kernels.
+the real op would refuse is refused while tracing too, with the same error. The ops that write into a tensor also
+refuse, while tracing, a target that shares memory with the input or the weights (fake tensors keep their storages'
+aliasing): compiled, the write is functionalized and the real kernel would never see the overlap.
 """
 
 from typing import List, Optional
 
 import torch
 
-from ._rules import check_call, check_edges_call
+from ._rules import check_call, check_edges_call, check_into_memory_traced
 
 
 @torch.library.register_fake("dsmhist::histogram")
@@ -22,7 +23,7 @@ def _histogram_fake(
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    out_dtype = check_call("histogram", "dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype)
+    out_dtype = check_call("histogram", "torch_dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype)
     return input.new_empty((bins,), dtype=out_dtype)
 
 
@@ -35,8 +36,9 @@ def _histogram_add_fake(
     weight: Optional[torch.Tensor] = None,
     out_of_range: str = "ignore",
 ) -> None:
-    check_call("into", "dsmhist.histogram_add_", input, 0, min, max, weight, out_of_range, target=hist,
+    check_call("into", "torch_dsmhist.histogram_add_", input, 0, min, max, weight, out_of_range, target=hist,
                accumulate=True)
+    check_into_memory_traced("torch_dsmhist.histogram_add_", "hist", hist, input, weight)
 
 
 @torch.library.register_fake("dsmhist::_histogram_out")
@@ -50,8 +52,9 @@ def _histogram_out_fake(
     dtype: Optional[torch.dtype] = None,
     accumulate: bool = False,
 ) -> None:
-    check_call("into", "dsmhist.histogram", input, 0, min, max, weight, out_of_range, dtype, target=out,
+    check_call("into", "torch_dsmhist.histogram", input, 0, min, max, weight, out_of_range, dtype, target=out,
                accumulate=accumulate)
+    check_into_memory_traced("torch_dsmhist.histogram", "out", out, input, weight)
 
 
 @torch.library.register_fake("dsmhist::batched_histogram")
@@ -64,14 +67,14 @@ def _batched_histogram_fake(
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    out_dtype = check_call("histogram", "dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range,
+    out_dtype = check_call("histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range,
                            dtype, batched=True)
     return input.new_empty((*input.shape[:-1], bins), dtype=out_dtype)
 
 
 @torch.library.register_fake("dsmhist::_finite_range_keys")
 def _finite_range_keys_fake(input: torch.Tensor) -> torch.Tensor:
-    check_call("finite_range", "dsmhist._finite_range_keys", input, 1)
+    check_call("finite_range", "torch_dsmhist._finite_range_keys", input, 1)
     return input.new_empty((2,), dtype=torch.int64)
 
 
@@ -85,7 +88,7 @@ def _histogram_with_range_keys_fake(
     dtype: Optional[torch.dtype] = None,
     batched: bool = False,
 ) -> torch.Tensor:
-    out_dtype = check_call("range_keys", "dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
+    out_dtype = check_call("range_keys", "torch_dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
                            out_of_range, dtype, batched, target=range_keys)
     shape = (*input.shape[:-1], bins) if batched else (bins,)
     return input.new_empty(shape, dtype=out_dtype)
@@ -100,7 +103,7 @@ def _bin_indices_fake(
     out_of_range: str = "ignore",
     range_keys: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    check_call("bin_indices", "dsmhist._bin_indices", input, bins, min, max, None, out_of_range,
+    check_call("bin_indices", "torch_dsmhist._bin_indices", input, bins, min, max, None, out_of_range,
                target=range_keys)
     return torch.empty_like(input, dtype=torch.int64, memory_format=torch.contiguous_format)
 
@@ -113,7 +116,7 @@ def _histogram_edges_fake(
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    out_dtype = check_edges_call("dsmhist.histogram_edges", input, [edges], weight, out_of_range, dtype, nd=False)
+    out_dtype = check_edges_call("torch_dsmhist.histogram_edges", input, [edges], weight, out_of_range, dtype, nd=False)
     return input.new_empty((edges.shape[0] - 1,), dtype=out_dtype)
 
 
@@ -125,11 +128,11 @@ def _histogramdd_fake(
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    out_dtype = check_edges_call("dsmhist.histogramdd", input, edges, weight, out_of_range, dtype, nd=True)
+    out_dtype = check_edges_call("torch_dsmhist.histogramdd", input, edges, weight, out_of_range, dtype, nd=True)
     return input.new_empty(tuple(e.shape[0] - 1 for e in edges), dtype=out_dtype)
 
 
 @torch.library.register_fake("dsmhist::_edge_bin_indices")
 def _edge_bin_indices_fake(input: torch.Tensor, edges: List[torch.Tensor], out_of_range: str = "ignore") -> torch.Tensor:
-    check_edges_call("dsmhist._edge_bin_indices", input, edges, None, out_of_range, None, nd=True)
+    check_edges_call("torch_dsmhist._edge_bin_indices", input, edges, None, out_of_range, None, nd=True)
     return input.new_empty((input.shape[0],), dtype=torch.int32)

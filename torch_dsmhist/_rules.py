@@ -11,9 +11,10 @@ raises ``TypeError``, a bad value ``ValueError``, each naming the argument.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
 _INT64_MAX = (1 << 63) - 1
@@ -76,6 +77,43 @@ def check_into_memory(fn: str, name: str, target: torch.Tensor, input: Optional[
                       weight: Optional[torch.Tensor]) -> None:
     """What the C++ ops refuse before they write ``target`` (named ``name``): overlapping itself, input or weight."""
     torch.ops.dsmhist._check_into_memory(fn, name, target, input, weight)
+
+
+def _byte_span(t: torch.Tensor) -> Tuple[Any, Any]:
+    """The bytes of its storage that ``t`` can touch, as [first, last] (sizes and strides may be symbolic)."""
+    first = last = t.storage_offset()
+    for size, stride in zip(t.shape, t.stride()):
+        if stride >= 0:
+            last = last + (size - 1) * stride
+        else:
+            first = first + (size - 1) * stride
+    return first * t.element_size(), (last + 1) * t.element_size() - 1
+
+
+def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` may share memory: the same storage and intersecting byte spans (conservative for
+    interleaved views, which the real kernels' check tells apart)."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if StorageWeakRef(a.untyped_storage()) != StorageWeakRef(b.untyped_storage()):
+        return False
+    a_first, a_last = _byte_span(a)
+    b_first, b_last = _byte_span(b)
+    return bool(a_first <= b_last and b_first <= a_last)
+
+
+def check_into_memory_traced(fn: str, name: str, target: torch.Tensor, input: torch.Tensor,
+                             weight: Optional[torch.Tensor]) -> None:
+    """:func:`check_into_memory` for fake tensors (the fake kernels of the ops that write ``target``).
+
+    Under torch.compile the mutation is functionalized: the real kernel then writes a fresh copy of ``target`` that
+    is copied back, so it never sees the aliasing it would refuse in eager mode. Fake tensors keep their real
+    storages' aliasing, so the same refusal is made here, while tracing, on every backend.
+    """
+    for other, other_name in ((input, "input"), (weight, "weight")):
+        if other is not None and _may_overlap(target, other):
+            raise ValueError(f"{fn}: {name} and {other_name} share memory; the histogram cannot be written over "
+                             f"its own {other_name} (clone one)")
 
 
 def check_flag(fn: str, name: str, value: Any) -> bool:

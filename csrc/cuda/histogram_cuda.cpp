@@ -117,13 +117,13 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
                                std::optional<at::ScalarType> weight_dtype, int64_t rows, int64_t row_length,
                                bool batched) {
   const int64_t device_count = c10::cuda::device_count();
-  TORCH_CHECK(device_count > 0, "dsmhist.plan: no CUDA device is available");
+  TORCH_CHECK(device_count > 0, "torch_dsmhist.plan: no CUDA device is available");
   const int64_t device = device_index < 0 ? c10::cuda::current_device() : device_index;
-  TORCH_CHECK_VALUE(device < device_count, "dsmhist.plan: device cuda:", device, " does not exist (", device_count,
+  TORCH_CHECK_VALUE(device < device_count, "torch_dsmhist.plan: device cuda:", device, " does not exist (", device_count,
                     " CUDA devices)");
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   HistogramParams call;  // the given call's shape only (rows 0: none given): the shape functions read no pointer
-  call.input_type = input_type_of(input_dtype, "dtype", "dsmhist.plan");
+  call.input_type = input_type_of(input_dtype, "dtype", "torch_dsmhist.plan");
   call.rows = rows;
   call.row_length = row_length;
   call.bins = bins;
@@ -133,7 +133,7 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
       make_request(static_cast<int>(device), bins, call.input_type,
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),
                    rows == 0 ? INT64_MAX : call.elements_per_histogram(), call.mode);
-  const HistogramPlan plan = plan_or_throw("dsmhist.plan", request);
+  const HistogramPlan plan = plan_or_throw("torch_dsmhist.plan", request);
   LaunchReport launch;
   if (rows > 0) C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
   return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block,
