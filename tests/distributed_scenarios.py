@@ -437,6 +437,10 @@ class Boom(Exception):
     """An exception type torch_dsmhist knows nothing about."""
 
 
+class Halt(BaseException):
+    """A BaseException that is neither KeyboardInterrupt nor SystemExit (as a framework's cancellation can be)."""
+
+
 def raising_tensor(kind: Type[BaseException]) -> torch.Tensor:
     """A tensor whose every torch operation (even reading .device) raises `kind`: a failure deep in a local step."""
 
@@ -500,6 +504,14 @@ TRIGGERS = {
                                              "subclass"),
     "unknown_error_type_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(Boom), 4,
                                                                                group=c.quick), Boom, "subclass"),
+    # Not Exceptions: a Ctrl-C (or an exit) on one rank while it prepares must still reach the others.
+    "keyboard_interrupt_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(KeyboardInterrupt), 4,
+                                                                               group=c.quick), KeyboardInterrupt,
+                                                "subclass"),
+    "system_exit_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(SystemExit), 4,
+                                                                        group=c.quick), SystemExit, "subclass"),
+    "base_exception_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(Halt), 4, group=c.quick),
+                                            Halt, "subclass"),
     # Refused by the binning step, which runs after the range merge: it must be refused before the agreement.
     "data_range_bad_out_of_range": Trigger(lambda c: lambda: dh.histogram(_xf(c), 4, out_of_range="bogus",
                                                                           group=c.quick), ValueError, "out_of_range",
@@ -537,7 +549,7 @@ def run_trigger(ctx: Context, trigger: Trigger, index: int) -> None:
     try:
         call()
         raised: Optional[BaseException] = None
-    except Exception as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 (the triggers include KeyboardInterrupt and SystemExit)
         raised = exc
     end = time.time()
     rows = gather_floats(ctx, [start, end])
@@ -571,6 +583,160 @@ def _register_trigger(name: str, index: int) -> None:
 
 for _index, _name in enumerate(TRIGGERS):
     _register_trigger(_name, _index)
+
+
+def raising_instance_tensor(error: BaseException) -> torch.Tensor:
+    """A tensor whose every torch operation raises `error` itself (the same object each time)."""
+
+    class Raising(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            raise error
+
+    return torch.zeros(16).as_subclass(Raising)
+
+
+def random_out(ctx: Context, salt: str, bins: int, dtype: torch.dtype) -> torch.Tensor:
+    """A seeded, rank-specific out= tensor with nonzero values, so that any write to it shows."""
+    g = ctx.gen(f"{salt}/rank{ctx.rank}")
+    if dtype.is_floating_point:
+        return (torch.randn(bins, generator=g, dtype=torch.float64) * 100).to(dtype).to(ctx.device)
+    return torch.randint(-1000, 1000, (bins,), generator=g, dtype=dtype).to(ctx.device)
+
+
+def expect_unchanged(tensor: torch.Tensor, before: torch.Tensor, what: str) -> None:
+    """Bitwise: a refused call must not have written a single element (NaN payloads and -0.0 included)."""
+    assert tensor.dtype == before.dtype and tensor.shape == before.shape, what
+    got, want = tensor.cpu().contiguous(), before.cpu().contiguous()
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), f"{what}: out was written"
+
+
+@scenario()
+def base_exception_on_one_rank_reaches_every_rank(ctx: Context) -> None:
+    """Rank 1's preparation raises a BaseException (a Ctrl-C, an exit, another kind): rank 1 re-raises that very
+    object once rank 0 has been told; rank 0 raises RuntimeError naming rank 1 and the error, within a second.
+    Neither rank's out= is written."""
+    shards = ctx.shards("x", lambda r, g: torch.randint(0, 8, (odd_size(g, 600),), generator=g))
+    x = shards[ctx.rank]
+    for kind in (KeyboardInterrupt, SystemExit, Halt):
+        error = kind(f"{kind.__name__} while rank 1 prepared its call")
+        out = random_out(ctx, kind.__name__, 8, torch.int64)
+        before = out.clone()
+        call_input = raising_instance_tensor(error) if ctx.rank == 1 else x
+        start = time.time()
+        try:
+            dh.histogram(call_input, 8, out=out, accumulate=True, group=ctx.quick)
+            raised: Optional[BaseException] = None
+        except BaseException as exc:  # noqa: BLE001
+            raised = exc
+        end = time.time()
+        latency = end - max(row[0] for row in gather_floats(ctx, [start]))
+        if ctx.rank == 1:
+            assert raised is error, f"{kind.__name__}: rank 1 raised {raised!r}, not its own error"
+        else:
+            assert type(raised) is RuntimeError, f"{kind.__name__}: rank 0 raised {raised!r}"
+            assert f"group rank 1: {kind.__name__}: {error}" in str(raised), str(raised)
+        assert latency < 1.0, f"{kind.__name__}: raised {latency:.3f} s after the last rank's call"
+        expect_unchanged(out, before, kind.__name__)
+    # A bare Ctrl-C has no message: the other ranks still get its type.
+    out = random_out(ctx, "bare", 8, torch.int64)
+    before = out.clone()
+    error = KeyboardInterrupt()
+    try:
+        dh.histogram(raising_instance_tensor(error) if ctx.rank == 1 else x, 8, out=out, group=ctx.quick)
+        raised = None
+    except BaseException as exc:  # noqa: BLE001
+        raised = exc
+    if ctx.rank == 1:
+        assert raised is error, f"bare KeyboardInterrupt: rank 1 raised {raised!r}"
+    else:
+        assert type(raised) is RuntimeError and str(raised).endswith("group rank 1: KeyboardInterrupt"), repr(raised)
+    expect_unchanged(out, before, "bare KeyboardInterrupt")
+    # Every rank interrupted: each re-raises its own.
+    error = KeyboardInterrupt(f"rank {ctx.rank}")
+    try:
+        dh.histogram(raising_instance_tensor(error), 8, group=ctx.quick)
+        raised = None
+    except BaseException as exc:  # noqa: BLE001
+        raised = exc
+    assert raised is error, f"every rank interrupted: rank {ctx.rank} raised {raised!r}"
+    expect_equal(dh.histogram(x, 8, group=ctx.quick), reference_histogram(flat_cat(shards), 8),
+                 "a correct call after the errors (still in step)")
+
+
+@scenario()
+def data_range_accumulate_refused(ctx: Context) -> None:
+    """Floating input without min/max cannot add into out: the single-process histogram refuses it (each call's data
+    would give other bins), and so must the distributed one, with the same rule, on every rank, writing nothing."""
+    x = (torch.randn(odd_size(ctx.gen("n"), 600), generator=ctx.gen(f"x{ctx.rank}")) * (ctx.rank + 1)).to(ctx.device)
+    w = torch.rand(x.numel(), generator=ctx.gen(f"w{ctx.rank}")).to(ctx.device)
+    for out_dtype, weight in ((torch.int64, None), (torch.int32, None), (torch.float32, w), (torch.float64, w)):
+        what = f"{out_dtype} weight={weight is not None}"
+        out = random_out(ctx, what, 4, out_dtype)
+        before = out.clone()
+        try:
+            torch_dsmhist.histogram(x, 4, weight=weight, out=out.clone(), accumulate=True)
+        except Exception as exc:  # noqa: BLE001
+            single = exc
+        else:
+            raise AssertionError(f"{what}: the single-process histogram accepted it")
+        assert "min and max" in str(single), str(single)
+        for group, check in ((None, True), (ctx.quick, True), (ctx.quick, False)):
+            try:
+                dh.histogram(x, 4, weight=weight, out=out, accumulate=True, group=group, check=check)
+            except Exception as exc:  # noqa: BLE001
+                assert type(exc) is type(single), f"{what}: {type(exc).__name__}, not {type(single).__name__}"
+                # The same rule's message (the text after the op's name, which names the function called).
+                assert str(exc).split(": ", 1)[1] == str(single).split(": ", 1)[1], \
+                    f"{what}: {exc!r} vs the single-process {single!r}"
+            else:
+                raise AssertionError(f"{what} check={check}: accepted")
+            expect_unchanged(out, before, f"{what} check={check}")
+    # Only rank 1 asks for it (rank 0 gives a range): rank 0 hears of rank 1's refusal, and neither out is written.
+    out = random_out(ctx, "one rank", 4, torch.int64)
+    before = out.clone()
+    bounds = (None, None) if ctx.rank == 1 else (-1.0, 1.0)
+    if ctx.rank == 1:
+        expect_raises(ValueError, "min and max", lambda: dh.histogram(x, 4, *bounds, out=out, accumulate=True,
+                                                                      group=ctx.quick), "rank 1")
+    else:
+        expect_raises(RuntimeError, "group rank 1: ValueError", lambda: dh.histogram(
+            x, 4, *bounds, out=out, accumulate=True, group=ctx.quick), "rank 0")
+    expect_unchanged(out, before, "one rank refused")
+    # Replacing out (accumulate=False) over the data's range stays allowed, as in the single-process call.
+    shards = ctx.shards("whole", lambda r, g: torch.randn(odd_size(g, 600), generator=g) * (r + 1))
+    out = random_out(ctx, "replace", 4, torch.int64)
+    dh.histogram(shards[ctx.rank], 4, out=out, group=ctx.quick)
+    expect_equal(out, reference_histogram(flat_cat(shards), 4), "accumulate=False over the data's range")
+
+
+@scenario()
+def accumulate_disagreement_caught(ctx: Context) -> None:
+    """Rank 0 replaces its out, rank 1 adds into its own: the agreement check must refuse it on every rank (each would
+    be left with a different "global" histogram), writing nothing."""
+    ints = ctx.shards("int", lambda r, g: torch.randint(0, 6, (odd_size(g, 600),), generator=g))
+    floats = ctx.shards("float", lambda r, g: torch.rand(odd_size(g, 600), generator=g))
+    # Integer-valued weights: every partial sum is exact, so the accumulated sums can be compared exactly.
+    weights = ctx.shards("w", lambda r, g: torch.randint(-3, 4, (floats[r].numel(),), generator=g).double())
+    xi, xf, w = ints[ctx.rank], floats[ctx.rank], weights[ctx.rank]
+    calls = [
+        ("index", lambda out, acc: dh.histogram(xi, 6, out=out, accumulate=acc, group=ctx.quick), torch.int64,
+         reference_histogram(flat_cat(ints), 6)),
+        ("given range", lambda out, acc: dh.histogram(xf, 6, 0.0, 1.0, out=out, accumulate=acc, group=ctx.quick),
+         torch.int32, reference_histogram(flat_cat(floats), 6, 0.0, 1.0).int()),
+        ("weighted", lambda out, acc: dh.histogram(xf, 6, 0.0, 1.0, weight=w, out=out, accumulate=acc,
+                                                   group=ctx.quick), torch.float64,
+         reference_histogram(flat_cat(floats), 6, 0.0, 1.0, weight=flat_cat(weights))),
+    ]
+    for what, call, dtype, global_hist in calls:
+        out = random_out(ctx, what, 6, dtype)
+        before = out.clone()
+        expect_raises(ValueError, "every rank of the group must pass the same accumulate; got group rank 0: False, "
+                      "group rank 1: True", lambda: call(out, ctx.rank == 1), what)
+        expect_unchanged(out, before, what)
+        # Ranks that agree: accumulate=True on every rank adds the global histogram into each rank's out.
+        call(out, True)
+        expect_equal(out, before + global_hist.to(device=out.device, dtype=dtype), f"{what}, agreeing")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -123,3 +123,47 @@ def test_range_keys_ops_match_the_data_range(gen):
         torch.ops.dsmhist._finite_range_keys(torch.arange(3))
     with pytest.raises(ValueError, match="range_keys"):
         torch.ops.dsmhist._histogram_with_range_keys(x, 5, keys.int())
+
+
+def test_call_signature_tells_accumulate_apart(gen):
+    """accumulate is one of the fields the agreement check compares: a difference in it alone changes the codes."""
+    import torch_dsmhist._collective as collective
+
+    lo = float(torch.rand(1, generator=gen))
+    args = ("torch_dsmhist.distributed.histogram", 16, collective.GIVEN_RANGE, lo, lo + 1.0, "ignore")
+    rest = (torch.int64, torch.device("cpu"), ())
+    (codes_add, shown_add), (codes_replace, shown_replace) = (
+        collective.call_signature(*args, accumulate, *rest) for accumulate in (True, False))
+    differ = [collective._FIELD_NAMES[i] for i, (a, b) in enumerate(zip(codes_add, codes_replace)) if a != b]
+    assert differ == ["accumulate"]
+    index = collective._FIELD_NAMES.index("accumulate")
+    assert (shown_add[index], shown_replace[index]) == ("True", "False")
+    assert len(codes_add) == len(shown_add) == len(collective._FIELD_NAMES)
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, SystemExit, RuntimeError])
+def test_own_error_survives_a_failed_exchange(kind, monkeypatch):
+    """A rank whose preparation raised raises that very error even if telling the other ranks fails too (a broken
+    group, a second Ctrl-C): a KeyboardInterrupt or SystemExit must not turn into the exchange's RuntimeError."""
+    import torch_dsmhist._collective as collective
+
+    broken = RuntimeError("the group is gone")
+
+    def agree(op, prepared, error, group):
+        raise broken
+
+    monkeypatch.setattr(collective, "_agree", agree)
+    error = kind("while preparing")
+    with pytest.raises(kind) as raised:
+        collective._agree_then_raise("torch_dsmhist.distributed.histogram", error, None)
+    assert raised.value is error and raised.value.__cause__ is broken
+    if sys.version_info >= (3, 11):
+        assert any("the group is gone" in note for note in error.__notes__), error.__notes__
+
+
+def test_describe_names_a_bare_interrupt():
+    """A Ctrl-C's KeyboardInterrupt has no message: the other ranks' RuntimeError still names its type."""
+    import torch_dsmhist._collective as collective
+
+    assert collective._describe(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert collective._describe(SystemExit("bye")) == "SystemExit: bye"

@@ -12,7 +12,7 @@ import hashlib
 import inspect
 import json
 import struct
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -59,7 +59,7 @@ _MODE_NAMES = ("bin = value (integer input, no min/max)", "a given [min, max]",
                "the data's range (floating input, no min/max)", "none (a histogram to sum)")
 
 # The fields every rank must agree on, in message order (after the status and element-count slots).
-_FIELD_NAMES = ("function", "bins", "binning mode", "min", "max", "out_of_range",
+_FIELD_NAMES = ("function", "bins", "binning mode", "min", "max", "out_of_range", "accumulate",
                 "count / sum dtype (from dtype, weight's dtype, or hist's / out's dtype)", "device type",
                 "batch shape (leading dims)")
 _STATUS, _ELEMENTS, _FIRST_FIELD = 0, 1, 2
@@ -112,13 +112,15 @@ def _run(op: str, local: Callable[[], Prepared], group: Any, check: Any) -> Unio
     try:
         prepared: Optional[Prepared] = local()
         error: Optional[BaseException] = None
-    except Exception as exc:  # noqa: BLE001 (any failure must reach the other ranks; they are waiting for this one)
+    except BaseException as exc:  # noqa: BLE001 (a KeyboardInterrupt too: the other ranks are waiting for this one)
         prepared, error = None, exc
     if check is False:  # only an explicit False skips the exchange (any other value joins it; prepare refused it)
         if error is not None:
             raise error
-    else:
+    elif error is None:
         _agree(op, prepared, error, group)
+    else:
+        _agree_then_raise(op, error, group)
     assert prepared is not None
 
     tensor = prepared.tensor
@@ -135,6 +137,23 @@ def _run(op: str, local: Callable[[], Prepared], group: Any, check: Any) -> Unio
         return finish(tensor) if finish is not None else tensor
 
     return PendingHistogram(work, complete) if prepared.async_op else complete()
+
+
+def _agree_then_raise(op: str, error: BaseException, group: GroupType) -> NoReturn:
+    """Tell the other ranks that this rank's preparation raised `error`, then raise `error` itself.
+
+    If the exchange fails too (a broken group, a second interrupt), `error` is still what leaves this rank: a
+    KeyboardInterrupt or SystemExit must stop the process as it would have without the exchange, and the rank's own
+    failure says more than the exchange's.
+    """
+    try:
+        _agree(op, None, error, group)
+    except BaseException as exchange_error:  # noqa: BLE001
+        if exchange_error is error:
+            raise
+        _note(error, f"(the other ranks of {op} could not be told: {_describe(exchange_error)})")
+        raise error from exchange_error
+    raise error  # not reached: _agree raises on every rank once one rank's status says it failed
 
 
 def _require_group(op: str, group: Any) -> None:
@@ -178,13 +197,18 @@ def _float_code(value: Optional[float]) -> int:
 
 
 def call_signature(op: str, bins: int, mode: int, min: Optional[float], max: Optional[float], out_of_range: str,
-               count_dtype: torch.dtype, device: torch.device, batch_shape: Sequence[int]
-               ) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
-    """The codes the ranks compare (int64 each, in _FIELD_NAMES order) and the values a message shows."""
+                   accumulate: bool, count_dtype: torch.dtype, device: torch.device, batch_shape: Sequence[int]
+                   ) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
+    """The codes the ranks compare (int64 each, in _FIELD_NAMES order) and the values a message shows.
+
+    ``accumulate`` is whether the global histogram is added into the target (out=, hist) or replaces it: ranks that
+    differ would each be left with a different result, which the sum itself would not reveal.
+    """
     codes = (_text_code(op), bins, mode, _float_code(min), _float_code(max), _text_code(out_of_range),
-             _text_code(str(count_dtype)), _text_code(device.type), _text_code(repr(tuple(batch_shape))))
-    shown = (op, str(bins), _MODE_NAMES[mode], repr(min), repr(max), repr(out_of_range), str(count_dtype),
-             device.type, repr(tuple(batch_shape)))
+             int(accumulate), _text_code(str(count_dtype)), _text_code(device.type),
+             _text_code(repr(tuple(batch_shape))))
+    shown = (op, str(bins), _MODE_NAMES[mode], repr(min), repr(max), repr(out_of_range), repr(accumulate),
+             str(count_dtype), device.type, repr(tuple(batch_shape)))
     return codes, shown
 
 
@@ -223,7 +247,7 @@ def _agree(op: str, prepared: Optional[Prepared], error: Optional[BaseException]
     if prepared is not None:
         try:
             mine = torch.tensor([0, prepared.elements, *prepared.codes], dtype=torch.int64)
-        except Exception as exc:  # noqa: BLE001 (a signature that could not be encoded is this rank's failure)
+        except BaseException as exc:  # noqa: BLE001 (this rank's failure, an interrupt too: the others must hear)
             error = exc
     if mine is None:
         mine = torch.zeros(_MESSAGE_LENGTH, dtype=torch.int64)  # the fallback message: only "this rank failed"
@@ -262,10 +286,13 @@ def _agree(op: str, prepared: Optional[Prepared], error: Optional[BaseException]
 
 
 def _describe(error: BaseException) -> str:
-    """'TypeError: message' for the other ranks' RuntimeError; never raises (str() of an exception can)."""
+    """'TypeError: message' (the bare type name when the message is empty, as for a Ctrl-C's KeyboardInterrupt)
+    for the other ranks' RuntimeError; never raises: str() of an exception can, and a rank that raised here would
+    skip the text exchange the other ranks are already in."""
     try:
-        return f"{type(error).__name__}: {error}"
-    except Exception:  # noqa: BLE001
+        text = str(error)
+        return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    except BaseException:  # noqa: BLE001
         return f"{type(error).__name__} (its message could not be printed)"
 
 

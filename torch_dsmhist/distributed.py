@@ -13,11 +13,13 @@ has a finite value).
 The agreement check (``check=True``, the default). Before any histogram is exchanged, each rank prepares its call
 (binding and checking the arguments and counting its shard) inside one guard, then one all-gather of a few integers
 per rank carries either the rank's call signature (the function, ``bins``, the binning mode and range,
-``out_of_range``, the count or sum dtype, the device type, the batch shape, the element count) or the fact that its
-preparation raised. Every rank then decides the same thing from the same table:
+``out_of_range``, ``accumulate``, the count or sum dtype, the device type, the batch shape, the element count) or the
+fact that its preparation raised. Every rank then decides the same thing from the same table:
 
-- a rank whose preparation raised (any exception type, including a call Python could not bind) re-raises its own
-  error; every other rank raises ``RuntimeError`` naming the failing group rank(s) and their errors;
+- a rank whose preparation raised (any exception type, including a call Python could not bind, and any
+  ``BaseException``: a ``KeyboardInterrupt`` or ``SystemExit`` while the rank prepares its call) re-raises its own
+  error, the same object, once the others have been told; every other rank raises ``RuntimeError`` naming the
+  failing group rank(s) and their errors;
 - otherwise a difference raises ``ValueError`` on every rank, naming the argument and each rank's value.
 
 On those error paths one more exchange (two small all-gathers) carries the errors' or the values' text. When the
@@ -103,7 +105,8 @@ def histogram(
 
     Args:
         out: optional ``[bins]`` tensor for the result, written only once the global histogram is known;
-            ``accumulate=True`` adds the global histogram of this call into it (on every rank) instead.
+            ``accumulate=True`` adds the global histogram of this call into it (on every rank) instead, and then,
+            as for :func:`torch_dsmhist.histogram`, floating input needs ``min`` and ``max`` (``ValueError``).
         group: the process group (default: the default group); every rank of it must call with the same
             arguments, except the data.
         async_op: return a :class:`PendingHistogram` whose ``wait()`` gives the result, instead of the result.
@@ -134,7 +137,7 @@ def histogram(
         raise ValueError(f"{op}: accumulate=True needs out= (the histogram to add into)")
 
     if out is None:
-        count_dtype = _rules.check_call("histogram", "dsmhist.histogram", input, bins, min, max, weight,
+        count_dtype = _rules.check_call("histogram", "torch_dsmhist.histogram", input, bins, min, max, weight,
                                         out_of_range, dtype)
     else:
         _check_target(op, "out", out, input, weight)
@@ -142,6 +145,10 @@ def histogram(
             raise ValueError(f"{op}: out must have shape ({bins},), got {tuple(out.shape)}")
         if dtype is not None and out.dtype != dtype:
             raise ValueError(f"{op}: out has dtype {out.dtype} but dtype={dtype} was given")
+        # The single-process histogram(out=)'s own checks (dsmhist._histogram_out), accumulate's included: floating
+        # input without min/max cannot add into out, since each call's data would give it other bins.
+        _rules.check_call("into", "torch_dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype,
+                          target=out, accumulate=accumulate)
         count_dtype = out.dtype
 
     binned_step = None
@@ -149,7 +156,7 @@ def histogram(
         # Counts take out's dtype when it is a count dtype; sums take the weight's (as the single-process op).
         op_dtype = dtype if weight is not None or out is None or out.dtype not in (torch.int64, torch.int32) \
             else out.dtype
-        range_dtype = _rules.check_call("histogram", "dsmhist.histogram", input, bins, None, None, weight,
+        range_dtype = _rules.check_call("histogram", "torch_dsmhist.histogram", input, bins, None, None, weight,
                                         out_of_range, op_dtype)
         if out is not None and out.dtype != range_dtype:
             raise ValueError(f"{op}: out has dtype {out.dtype}, but the histogram of this call over the data's "
@@ -169,7 +176,8 @@ def histogram(
             tensor = _api.histogram_add_(torch.zeros(bins, dtype=out.dtype, device=out.device), input, min, max,
                                          weight, out_of_range)
 
-    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, count_dtype, input.device, ())
+    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, accumulate, count_dtype, input.device,
+                                  ())
     return Prepared(codes, shown, input.numel(), count_dtype == torch.int32, tensor, binned_step,
                      None if out is None else _write_into(out, accumulate), async_op)
 
@@ -211,8 +219,8 @@ def histogram_add_(
     with torch.no_grad():
         partial = torch.zeros(hist.shape, dtype=hist.dtype, device=hist.device)
         tensor = _api.histogram_add_(partial, input, min, max, weight, out_of_range)
-    codes, shown = call_signature(op, hist.numel(), _mode(input, min, max), min, max, out_of_range, hist.dtype,
-                              input.device, ())
+    codes, shown = call_signature(op, hist.numel(), _mode(input, min, max), min, max, out_of_range, True,
+                                  hist.dtype, input.device, ())
     return Prepared(codes, shown, input.numel(), hist.dtype == torch.int32, tensor, None,
                      _write_into(hist, accumulate=True), async_op)
 
@@ -257,10 +265,10 @@ def batched_histogram(
     else:
         with torch.no_grad():
             tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
-    count_dtype = _rules.check_call("histogram", "dsmhist.batched_histogram", input, bins, min, max, weight,
+    count_dtype = _rules.check_call("histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight,
                                     out_of_range, dtype, batched=True)
-    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, count_dtype, input.device,
-                              tuple(input.shape[:-1]))
+    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, False, count_dtype, input.device,
+                                  tuple(input.shape[:-1]))
     return Prepared(codes, shown, input.shape[-1], count_dtype == torch.int32, tensor, binned_step, None, async_op)
 
 
@@ -284,8 +292,8 @@ def all_reduce_histogram(
     if hist.dtype not in _HISTOGRAM_DTYPES:
         raise ValueError(f"{op}: hist must hold int64, int32, float32 or float64 values, got {hist.dtype}")
     _check_target(op, "hist", hist, None, None)
-    codes, shown = call_signature(op, hist.numel(), NO_BINNING, None, None, "", hist.dtype, hist.device,
-                              tuple(hist.shape))
+    codes, shown = call_signature(op, hist.numel(), NO_BINNING, None, None, "", False, hist.dtype, hist.device,
+                                  tuple(hist.shape))
     if hist.is_contiguous():
         return Prepared(codes, shown, 0, False, hist, None, None, async_op)
     return Prepared(codes, shown, 0, False, hist.contiguous(), None, _write_into(hist, accumulate=False), async_op)
@@ -332,7 +340,7 @@ def _local_range_keys(op: str, input: torch.Tensor, bins: int, weight: Optional[
     all-reduce; so its checks (the op's own, on the tensors' dtypes, shapes and devices) run here first.
     """
     keys = torch.ops.dsmhist._finite_range_keys(input)
-    _rules.check_call("range_keys", "dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
+    _rules.check_call("range_keys", "torch_dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
                       out_of_range, dtype, batched, target=keys)
     return keys
 
