@@ -6,10 +6,14 @@ torch.histogramdd's signature and result on the GPU too, counts them into a bins
 (no host sync). A third feature, log-normal like a price, gets --quantiles equal-count bins: torch.quantile on a
 sample gives the edges, and torch_dsmhist.histogram_edges counts the whole column over them (out_of_range="clamp":
 values beyond the sample's extremes go to the end bins, so every row is counted). Both results must equal torch's
-CPU ones exactly. The grid and the feature's density over its quantile bins are saved as one PNG.
+CPU ones exactly. The grid and the feature's quantile bins are saved as one PNG (by default under the system temp
+folder; the path written is printed). The quantile panel draws each bin's share of the rows as its bar height over
+the bin's edges on a log price axis: equal-count bins come out equal in height, and where the distribution is dense
+shows as narrow bins. (A linear density drawn on a log axis gave bars whose areas did not match their shares: the
+first bin, wide on that axis, looked the largest, though every quantile bin holds the same share.)
 
     python examples/histogram2d.py [--device cuda] [--points 4000000] [--bins 256] [--extent 4]
-                                   [--quantiles 10] [--sample 100000] [--seed 0] [--out examples/out/histogram2d.png]
+                                   [--quantiles 10] [--sample 100000] [--seed 0] [--out /tmp/histogram2d.png]
 
 Needs matplotlib for the image (pip install -e ".[examples]").
 
@@ -19,6 +23,7 @@ Prints "histogram2d: ok" at the end.
 import argparse
 import os
 import sys
+import tempfile
 from typing import List, Tuple
 
 import torch
@@ -26,8 +31,9 @@ import torch
 import torch_dsmhist
 import torch_dsmhist.dropins
 
-# Where the PNG goes by default: a folder .gitignore covers, so running the example leaves the tree clean.
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+# Where the PNG goes by default: a folder under the system temp folder, so running the example writes nothing into
+# the current folder or the repository.
+OUT_DIR = os.path.join(tempfile.gettempdir(), "torch_dsmhist_examples")
 
 # The clusters: (weight, centre, the matrix that shapes a standard normal into the cluster).
 CLUSTERS = (
@@ -74,6 +80,16 @@ def quantile_counts(feature: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
     return torch_dsmhist.histogram_edges(feature, edges, out_of_range="clamp")
 
 
+def quantile_bar_heights(counts: torch.Tensor) -> torch.Tensor:
+    """What the quantile panel plots: each bin's share of the rows in percent (float64, on the CPU), one bar per bin.
+
+    Deliberately not divided by the bin widths: on the log price axis the bars of a linear density (count / width)
+    have areas unlike their shares (the first bin, wide on that axis, looked the largest) although every quantile
+    bin holds the same share. Equal counts give equal bars."""
+    counts = counts.cpu().double()
+    return 100.0 * counts / counts.sum()
+
+
 def save_image(hist: torch.Tensor, grid_edges: List[torch.Tensor], counts: torch.Tensor, edges: torch.Tensor,
                path: str, title: str) -> None:
     import matplotlib
@@ -83,16 +99,18 @@ def save_image(hist: torch.Tensor, grid_edges: List[torch.Tensor], counts: torch
     from matplotlib.colors import LogNorm
 
     x_edges, y_edges = (e.cpu() for e in grid_edges)
-    fig, (grid_ax, density_ax) = plt.subplots(1, 2, figsize=(12, 5))
+    fig, (grid_ax, quantile_ax) = plt.subplots(1, 2, figsize=(12, 5))
     image = grid_ax.imshow(hist.cpu().T.numpy(), origin="lower", aspect="auto", norm=LogNorm(vmin=1),
                            extent=(float(x_edges[0]), float(x_edges[-1]), float(y_edges[0]), float(y_edges[-1])))
     fig.colorbar(image, ax=grid_ax, label="points per bin")
     grid_ax.set(xlabel="feature x", ylabel="feature y", title=title)
-    edges, counts = edges.cpu().double(), counts.cpu().double()
-    density = counts / counts.sum() / edges.diff()  # equal counts, so the narrow bins are the dense ones
-    density_ax.stairs(density.numpy(), edges.numpy(), fill=True, alpha=0.7)
-    density_ax.set(xscale="log", xlabel="price (quantile bin edges)", ylabel="density",
-                   title=f"price over {counts.numel()} quantile bins")
+    edges, heights = edges.cpu().double(), quantile_bar_heights(counts)
+    quantile_ax.bar(edges[:-1].numpy(), heights.numpy(), width=edges.diff().numpy(), align="edge", alpha=0.7,
+                   edgecolor="black", linewidth=0.8)  # one bar per bin, spanning its edges
+    quantile_ax.set_ylim(0, 1.25 * float(heights.max()))
+    quantile_ax.set(xscale="log", xlabel="price (log scale; bars span the quantile bin edges)",
+                   ylabel="share of rows in the bin, % (not a density)",
+                   title=f"price, {counts.numel()} equal-count bins (narrow = dense)")
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -108,7 +126,8 @@ def main() -> int:
     parser.add_argument("--quantiles", type=int, default=10)
     parser.add_argument("--sample", type=int, default=100_000, help="rows the quantile edges are computed from")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(OUT_DIR, "histogram2d.png"))
+    parser.add_argument("--out", default=os.path.join(OUT_DIR, "histogram2d.png"),
+                        help="the PNG to write (default: %(default)s)")
     args = parser.parse_args()
     require_matplotlib()
     device = torch.device(args.device)
@@ -144,7 +163,8 @@ def main() -> int:
           f"(edges from a sample of {min(args.sample, args.points)})")
     save_image(hist, list(grid_edges), counts, edges, args.out,
                f"{args.points:,} points, {args.bins}x{args.bins} bins (log colour)")
-    print(f"matches torch.histogramdd and torch.histogram on the CPU; image: {args.out}")
+    print("matches torch.histogramdd and torch.histogram on the CPU")
+    print(f"wrote {os.path.abspath(args.out)}")
     print("histogram2d: ok")
     return 0
 

@@ -3,10 +3,11 @@
 
 Each (image, channel) plane is one row of a [batch * channels, height * width] view: batched_histogram gives all the
 256-bin histograms in one call, the cumulative histograms become lookup tables, and a gather maps every pixel.
-Writes the images before and after, and their histograms, as PNG.
+Writes the images before and after, and their histograms, as two PNGs into one folder (--out-dir, or --out, the
+same option; by default a folder under the system temp folder) and prints their paths.
 
     python examples/image_equalize.py [--device cuda] [--batch 4] [--size 256] [--image PATH]
-                                     [--out-dir examples/out]
+                                     [--out /tmp/equalized]
 
 Needs matplotlib (pip install -e ".[examples]").
 
@@ -17,6 +18,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 
 import torch
 
@@ -101,8 +103,10 @@ def save_pngs(before: torch.Tensor, after: torch.Tensor, hist_before: torch.Tens
     plt.close(fig)
     return [images_path, hist_path]
 
-# Where the PNGs go by default: a folder .gitignore covers, so running an example leaves the tree clean.
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+# Where the PNGs go by default: a folder under the system temp folder, so running the example writes nothing into the
+# current folder or the repository.
+OUT_DIR = os.path.join(tempfile.gettempdir(), "torch_dsmhist_examples")
 
 
 def main() -> int:
@@ -111,8 +115,12 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--image", help="equalize this image (PNG/JPEG) instead of synthetic ones")
-    parser.add_argument("--out-dir", default=OUT_DIR)
+    parser.add_argument("--out", "--out-dir", dest="out_dir", metavar="DIR", default=OUT_DIR,
+                        help="the folder the two PNGs go to (default: %(default)s)")
     args = parser.parse_args()
+    if args.out_dir.lower().endswith(".png"):
+        parser.error("--out / --out-dir names a folder: two PNGs (equalize_images.png, equalize_histograms.png) "
+                     "are written into it")
     try:  # checked before any work, so a missing optional dependency costs no time
         import matplotlib  # noqa: F401
     except ImportError:
@@ -142,7 +150,7 @@ def main() -> int:
     spread_after = float(out_planes.float().std(dim=1).mean())
     paths = save_pngs(images.cpu(), equalized.cpu(), hist_before, hist_after, args.out_dir)
     print(f"{b} images x {c} channels of {h}x{w}: mean per-channel std {spread_before:.1f} -> {spread_after:.1f}")
-    print("wrote " + ", ".join(paths))
+    print("wrote " + ", ".join(os.path.abspath(path) for path in paths))
     print("image_equalize: ok")
     return 0
 

@@ -3,7 +3,8 @@
 Counts Zipf-distributed "token ids" over a vocabulary with :func:`torch_dsmhist.histogram` on the best device present
 (CUDA when a GPU is visible and the extension was built with CUDA, else the CPU), checks the counts against
 ``torch.bincount``, prints the histogram folded into groups of ids, the strategy tier the op used, and the time of
-both next to each other. Exits 1 if the counts differ from ``torch.bincount``'s.
+both next to each other, their ratio beside the CPU thread count it was measured with (``torch.get_num_threads()``).
+Exits 1 if the counts differ from ``torch.bincount``'s.
 """
 
 import argparse
@@ -124,11 +125,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     ours = time_ms(lambda: torch_dsmhist.histogram(tokens, vocab), device)
     theirs = time_ms(lambda: torch.bincount(tokens, minlength=vocab), device)
     how = "CUDA events" if device.type == "cuda" else "perf_counter"
+    threads = torch.get_num_threads()
     print(f"\ntime (median of 10 after 2 warm-ups, {how}):")
     print(f"  torch_dsmhist.histogram  {ours:9.3f} ms")
     print(f"  torch.bincount           {theirs:9.3f} ms")
-    print(f"  ratio (bincount / dsmhist) {theirs / ours:7.2f}x")
+    print(f"  ratio (bincount / dsmhist) {theirs / ours:7.2f}x  {threads_note(device, threads)}")
     return 0
+
+
+def threads_note(device: torch.device, threads: int) -> str:
+    """What the ratio was measured with: the CPU thread count (torch.get_num_threads()) both ops were given. On the
+    CPU both run on torch's intra-op thread pool: another thread count or a loaded machine gives another ratio."""
+    plural = "" if threads == 1 else "s"
+    if device.type == "cuda":
+        return f"(on the GPU; host: {threads} CPU thread{plural}, torch.get_num_threads())"
+    return f"(CPU, {threads} thread{plural}: torch.get_num_threads(); a loaded machine shifts it)"
 
 
 if __name__ == "__main__":
