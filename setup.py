@@ -27,6 +27,22 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
+# The torch this build compiles against. A compiled extension links torch's C++ symbols, which change between
+# releases (an import under another torch fails with "undefined symbol"), so the package requires this release
+# exactly, and records the full version for the import-time check in torch_dsmhist/__init__.py.
+TORCH_RELEASE = torch.__version__.split("+")[0]
+BUILD_INFO = os.path.join(HERE, "torch_dsmhist", "_build_info.py")
+
+
+def write_build_info() -> None:
+    text = (
+        '"""Written by setup.py at build time (not in git): what this build of the extension was compiled against."""\n'
+        f"TORCH_VERSION = {torch.__version__!r}\n"
+    )
+    current = open(BUILD_INFO).read() if os.path.exists(BUILD_INFO) else None
+    if current != text:
+        with open(BUILD_INFO, "w") as f:
+            f.write(text)
 
 
 def find_cuda_home():
@@ -125,6 +141,7 @@ def extension():
     )
 
 
+write_build_info()
 setup(
     name="torch_dsmhist",
     version="0.1.0",
@@ -132,8 +149,8 @@ setup(
     packages=find_packages(include=["torch_dsmhist", "torch_dsmhist.*"]),
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtension},
-    python_requires=">=3.9",
-    install_requires=["torch"],
+    python_requires=">=3.10",
+    install_requires=[f"torch=={TORCH_RELEASE}"],
     extras_require={
         "examples": ["matplotlib", "tqdm"],
         "test": ["numpy", "pytest", "hypothesis"],

@@ -299,3 +299,11 @@ def test_range_beyond_the_dtype_keeps_torchs_edges_and_counts_right(device, dtyp
     dd = dropins.histogramdd(points.to(device), [bins, 3])
     assert torch.equal(dd.hist.sum(1).cpu().long(), expected)
     assert torch.equal(dd.hist.sum(0).cpu(), torch.histogram(points[:, 1].contiguous(), 3).hist)
+
+
+def test_histogram_out_is_not_supported():
+    """README's drop-in table: torch.histogram's out= is not supported (TypeError), nothing written."""
+    out = (torch.full((3,), 7.0), torch.full((4,), 7.0))
+    with pytest.raises(TypeError):
+        dropins.histogram(torch.rand(5), 3, out=out)  # type: ignore[call-arg]
+    assert all(bool((t == 7.0).all()) for t in out)

@@ -19,7 +19,9 @@ The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a type
 
 import torch  # noqa: F401  (loads libtorch, which _C links against)
 
-from . import _C  # noqa: F401  (loading the extension registers torch.ops.dsmhist.*)
+from ._install import load_extension as _load_extension
+
+_C = _load_extension()  # registers torch.ops.dsmhist.*; an ImportError naming both torch versions on a mismatch
 from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
 from . import _api, _dropins, _edges_api, dropins
 from ._api import (
