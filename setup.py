@@ -20,7 +20,7 @@ import re
 import subprocess
 
 import torch.utils.cpp_extension as cpp_extension
-from setuptools import find_packages, setup
+from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 import torch
@@ -143,16 +143,8 @@ def extension():
 
 write_build_info()
 setup(
-    name="torch_dsmhist",
-    version="0.1.0",
-    description="Histogram operator for PyTorch using Hopper thread block clusters and distributed shared memory",
-    packages=find_packages(include=["torch_dsmhist", "torch_dsmhist.*"]),
+    # Everything else is in pyproject.toml; the torch pin is here because it is the build's own torch.
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtension},
-    python_requires=">=3.10",
     install_requires=[f"torch=={TORCH_RELEASE}"],
-    extras_require={
-        "examples": ["matplotlib", "tqdm"],
-        "test": ["numpy", "pytest", "hypothesis"],
-    },
 )

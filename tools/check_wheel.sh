@@ -21,7 +21,13 @@ import torch_dsmhist
 release = sys.argv[1]
 requires = importlib.metadata.requires("torch_dsmhist")
 assert f"torch=={release}" in requires, requires
+metadata = importlib.metadata.metadata("torch_dsmhist")
+assert metadata["License-Expression"] == "BSD-3-Clause", metadata["License-Expression"]
+assert metadata["Requires-Python"] == ">=3.10", metadata["Requires-Python"]
+import importlib.resources
+assert importlib.resources.files("torch_dsmhist").joinpath("py.typed").is_file(), "py.typed is not in the wheel"
 counts = torch_dsmhist.histogram(torch.tensor([0, 1, 1, 3]), 4)
 assert counts.tolist() == [1, 2, 0, 1], counts
-print(f"wheel: installed into a fresh venv beside torch {torch.__version__}, requires torch=={release}, imports and counts")
+print(f"wheel: installed into a fresh venv beside torch {torch.__version__}, requires torch=={release}, "
+      "BSD-3-Clause, py.typed, imports and counts")
 PY

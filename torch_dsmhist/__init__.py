@@ -22,9 +22,9 @@ import torch  # noqa: F401  (loads libtorch, which _C links against)
 from ._install import load_extension as _load_extension
 
 _C = _load_extension()  # registers torch.ops.dsmhist.*; an ImportError naming both torch versions on a mismatch
-from . import _fake  # noqa: F401  (fake kernels for torch.compile / meta tensors)
-from . import _api, _dropins, _edges_api, dropins
-from ._api import (
+from . import _fake  # noqa: E402, F401  (fake kernels for torch.compile / meta tensors)
+from . import dropins  # noqa: E402
+from ._api import (  # noqa: E402
     Plan,
     batched_histogram,
     built_with_cuda,
@@ -33,8 +33,23 @@ from ._api import (
     histogram_add_,
     plan,
 )
-from ._dropins import bincount, histc
-from ._edges_api import histogram_edges, histogramdd
+from ._dropins import bincount, histc  # noqa: E402
+from ._edges_api import histogram_edges, histogramdd  # noqa: E402
+from ._version import __version__  # noqa: E402
 
-__all__ = [*_api.__all__, *_dropins.__all__, *_edges_api.__all__, "dropins"]
-__version__ = "0.1.0"
+# Written out (not built from the submodules' lists) so that type checkers see what the package exports.
+__all__ = [
+    "Plan",
+    "__version__",
+    "batched_histogram",
+    "bincount",
+    "built_with_cuda",
+    "dropins",
+    "force_tier",
+    "histc",
+    "histogram",
+    "histogram_add_",
+    "histogram_edges",
+    "histogramdd",
+    "plan",
+]

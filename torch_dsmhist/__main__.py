@@ -29,7 +29,8 @@ def zipf_tokens(n: int, vocab: int, device: torch.device, seed: int = SEED) -> t
     u = torch.rand(n, generator=generator, device=device, dtype=torch.float64)
     a = 1.0 - ZIPF_EXPONENT
     x = (1.0 + u * ((vocab + 1.0) ** a - 1.0)) ** (1.0 / a)  # x in [1, vocab + 1)
-    return (x.floor().long() - 1).clamp_(0, vocab - 1)
+    ids: torch.Tensor = (x.floor().long() - 1).clamp_(0, vocab - 1)
+    return ids
 
 
 def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 2, runs: int = 10) -> float:
@@ -39,7 +40,8 @@ def time_ms(fn: Callable[[], object], device: torch.device, warmup: int = 2, run
     times: List[float] = []
     for _ in range(runs):
         if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
             fn()
             end.record()

@@ -94,7 +94,8 @@ def histogram(
     if out is None:
         if accumulate:
             raise ValueError(f"{fn}: accumulate=True needs out= (the histogram to add into)")
-        return torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
+        result: torch.Tensor = torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
+        return result
     if tuple(out.shape) != (bins,):
         raise ValueError(f"{fn}: out must have shape ({bins},), got {tuple(out.shape)}")
     # One op checks everything (out's dtype and device, overlap with input or weight) before it writes out.
@@ -171,7 +172,8 @@ def batched_histogram(
     fn = "torch_dsmhist.batched_histogram"
     bins = _rules.check_bins(fn, bins)
     min, max = _rules.call_arguments(fn, input, min, max, weight, out_of_range, dtype)
-    return torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
+    result: torch.Tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
+    return result
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,7 @@ def _plan_call(fn: str, n: Optional[int], rows: Optional[int], row_length: Optio
         raise ValueError(f"{fn}: rows and row_length go together (the shape of a batched call)")
     if n is not None:
         return (1, n, False) if n > 0 else (0, 0, False)
-    if rows is not None:
+    if rows is not None and row_length is not None:
         return (rows, row_length, True) if rows * row_length > 0 else (0, 0, True)
     return 0, 0, False
 

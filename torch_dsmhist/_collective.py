@@ -173,7 +173,7 @@ def device_types(group: GroupType) -> List[str]:
     """The device types the group's backends handle ("cpu" when it has gloo)."""
     pg = group if group is not None else dist.group.WORLD
     try:
-        return [device.type for device in pg._device_types]
+        return [device.type for device in pg._device_types]  # type: ignore[union-attr]  # None raises below
     except AttributeError:  # a torch without the property: infer from the backend's name
         return ["cpu"] if "gloo" in str(dist.get_backend(group)) else ["cuda"]
 
@@ -259,7 +259,8 @@ def _agree(op: str, prepared: Optional[Prepared], error: Optional[BaseException]
         index for index in range(len(_FIELD_NAMES)) if len({row[_FIRST_FIELD + index] for row in rows}) > 1]
     if failed or differ:
         # Every rank takes this branch (the rows are the same everywhere), so every rank joins this exchange.
-        texts = _exchange_texts(_describe(error) if error is not None else json.dumps(prepared.shown),
+        shown = _describe(error) if error is not None else json.dumps(prepared.shown if prepared else None)
+        texts = _exchange_texts(shown,
                                 group, device)
         if error is not None:
             _note(error, f"(raised on group rank {dist.get_rank(group)} of {len(rows)} in {op}; the other ranks "

@@ -55,7 +55,7 @@ def _int_arg(value: object, fn: str, name: str) -> int:
     )
     if isinstance(value, bool) or not (isinstance(value, numbers.Integral) or is_int_tensor):
         raise TypeError(f"{fn}(): argument '{name}' must be int, not {_type_name(value)}")
-    result = int(value)
+    result: int = int(value)  # type: ignore[call-overload]  # an Integral or a one-element integer tensor
     if not -(2**63) <= result <= _INT64_MAX:
         raise ValueError(f"{fn}(): argument '{name}': Overflow when unpacking long long")
     return result
@@ -77,7 +77,7 @@ def _number_arg(value: object, fn: str, name: str) -> float:
         if complex(value).imag != 0:
             raise RuntimeError("value cannot be converted to type double without overflow")
         value = complex(value).real
-    return float(value)
+    return float(value)  # type: ignore[arg-type]  # a Real here (numbers.Real has __float__)
 
 
 def _check_output_size(length: int, dtype: torch.dtype) -> None:
@@ -137,7 +137,8 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlen
         weights = weights.to(torch.float64)
     bins = builtins_max(largest + 1, minlength)
     _check_output_size(bins, torch.int64 if weights is None else weights.dtype)
-    return torch.ops.dsmhist.histogram(input, bins, None, None, weights, "ignore", None)
+    result: torch.Tensor = torch.ops.dsmhist.histogram(input, bins, None, None, weights, "ignore", None)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -269,7 +270,7 @@ def _histc(input: torch.Tensor, bins: object, min: object, max: object) -> torch
         lo, hi = _widen_constant_range(lo, input.dtype)
     edge_lo, edge_hi = _histc_edges(input.dtype, lo, hi)
     if not constant and edge_lo < edge_hi:
-        counts = torch.ops.dsmhist.histogram(input, bins, edge_lo, edge_hi, None, "ignore", None)
+        counts: torch.Tensor = torch.ops.dsmhist.histogram(input, bins, edge_lo, edge_hi, None, "ignore", None)
         return counts.to(input.dtype)
     # Every counted value is one value: the constant, or the single edge (values elsewhere are outside [L, L]).
     value = data_value if constant else edge_lo

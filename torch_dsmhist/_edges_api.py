@@ -1,6 +1,6 @@
 """The Python API of the bin-edges ops: :func:`histogram_edges` and :func:`histogramdd`."""
 
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
@@ -9,7 +9,7 @@ from . import _rules
 __all__ = ["histogram_edges", "histogramdd"]
 
 
-def _check_edges_list(fn: str, edges: object) -> list:
+def _check_edges_list(fn: str, edges: object) -> List[torch.Tensor]:
     if isinstance(edges, torch.Tensor) or not isinstance(edges, (list, tuple)):
         raise TypeError(f"{fn}: edges must be a list or tuple of tensors, got {type(edges).__name__}")
     for i, e in enumerate(edges):
@@ -40,7 +40,8 @@ def histogram_edges(
     _rules.check_tensor(fn, "weight", weight, optional=True)
     _rules.check_choice(fn, "out_of_range", out_of_range)
     _rules.check_dtype(fn, "dtype", dtype)
-    return torch.ops.dsmhist.histogram_edges(input, edges, weight, out_of_range, dtype)
+    result: torch.Tensor = torch.ops.dsmhist.histogram_edges(input, edges, weight, out_of_range, dtype)
+    return result
 
 
 def histogramdd(
@@ -59,8 +60,9 @@ def histogramdd(
     """
     fn = "torch_dsmhist.histogramdd"
     _rules.check_tensor(fn, "input", input)
-    edges = _check_edges_list(fn, edges)
+    edge_list = _check_edges_list(fn, edges)
     _rules.check_tensor(fn, "weight", weight, optional=True)
     _rules.check_choice(fn, "out_of_range", out_of_range)
     _rules.check_dtype(fn, "dtype", dtype)
-    return torch.ops.dsmhist.histogramdd(input, edges, weight, out_of_range, dtype)
+    result: torch.Tensor = torch.ops.dsmhist.histogramdd(input, edge_list, weight, out_of_range, dtype)
+    return result

@@ -13,7 +13,6 @@ import torch
 from ._rules import check_call, check_edges_call, check_into_memory_traced
 
 
-@torch.library.register_fake("dsmhist::histogram")
 def _histogram_fake(
     input: torch.Tensor,
     bins: int,
@@ -27,7 +26,6 @@ def _histogram_fake(
     return input.new_empty((bins,), dtype=out_dtype)
 
 
-@torch.library.register_fake("dsmhist::histogram_add_")
 def _histogram_add_fake(
     hist: torch.Tensor,
     input: torch.Tensor,
@@ -41,7 +39,6 @@ def _histogram_add_fake(
     check_into_memory_traced("torch_dsmhist.histogram_add_", "hist", hist, input, weight)
 
 
-@torch.library.register_fake("dsmhist::_histogram_out")
 def _histogram_out_fake(
     out: torch.Tensor,
     input: torch.Tensor,
@@ -57,7 +54,6 @@ def _histogram_out_fake(
     check_into_memory_traced("torch_dsmhist.histogram", "out", out, input, weight)
 
 
-@torch.library.register_fake("dsmhist::batched_histogram")
 def _batched_histogram_fake(
     input: torch.Tensor,
     bins: int,
@@ -72,13 +68,11 @@ def _batched_histogram_fake(
     return input.new_empty((*input.shape[:-1], bins), dtype=out_dtype)
 
 
-@torch.library.register_fake("dsmhist::_finite_range_keys")
 def _finite_range_keys_fake(input: torch.Tensor) -> torch.Tensor:
     check_call("finite_range", "torch_dsmhist._finite_range_keys", input, 1)
     return input.new_empty((2,), dtype=torch.int64)
 
 
-@torch.library.register_fake("dsmhist::_histogram_with_range_keys")
 def _histogram_with_range_keys_fake(
     input: torch.Tensor,
     bins: int,
@@ -94,7 +88,6 @@ def _histogram_with_range_keys_fake(
     return input.new_empty(shape, dtype=out_dtype)
 
 
-@torch.library.register_fake("dsmhist::_bin_indices")
 def _bin_indices_fake(
     input: torch.Tensor,
     bins: int,
@@ -108,7 +101,6 @@ def _bin_indices_fake(
     return torch.empty_like(input, dtype=torch.int64, memory_format=torch.contiguous_format)
 
 
-@torch.library.register_fake("dsmhist::histogram_edges")
 def _histogram_edges_fake(
     input: torch.Tensor,
     edges: torch.Tensor,
@@ -120,7 +112,6 @@ def _histogram_edges_fake(
     return input.new_empty((edges.shape[0] - 1,), dtype=out_dtype)
 
 
-@torch.library.register_fake("dsmhist::histogramdd")
 def _histogramdd_fake(
     input: torch.Tensor,
     edges: List[torch.Tensor],
@@ -132,7 +123,23 @@ def _histogramdd_fake(
     return input.new_empty(tuple(e.shape[0] - 1 for e in edges), dtype=out_dtype)
 
 
-@torch.library.register_fake("dsmhist::_edge_bin_indices")
 def _edge_bin_indices_fake(input: torch.Tensor, edges: List[torch.Tensor], out_of_range: str = "ignore") -> torch.Tensor:
     check_edges_call("torch_dsmhist._edge_bin_indices", input, edges, None, out_of_range, None, nd=True)
     return input.new_empty((input.shape[0],), dtype=torch.int32)
+
+
+# Registered by call, not as decorators: torch.library.register_fake is untyped, and as a decorator it would make
+# each function untyped for `mypy --strict`.
+for _op, _kernel in (
+    ("dsmhist::histogram", _histogram_fake),
+    ("dsmhist::histogram_add_", _histogram_add_fake),
+    ("dsmhist::_histogram_out", _histogram_out_fake),
+    ("dsmhist::batched_histogram", _batched_histogram_fake),
+    ("dsmhist::_finite_range_keys", _finite_range_keys_fake),
+    ("dsmhist::_histogram_with_range_keys", _histogram_with_range_keys_fake),
+    ("dsmhist::_bin_indices", _bin_indices_fake),
+    ("dsmhist::histogram_edges", _histogram_edges_fake),
+    ("dsmhist::histogramdd", _histogramdd_fake),
+    ("dsmhist::_edge_bin_indices", _edge_bin_indices_fake),
+):
+    torch.library.register_fake(_op, _kernel)

@@ -11,7 +11,7 @@ raises ``TypeError``, a bad value ``ValueError``, each naming the argument.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional, Tuple
+from typing import Any, List, Literal, Optional, Sequence, Tuple, overload
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -25,6 +25,10 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+@overload
+def check_tensor(fn: str, name: str, value: Any, optional: Literal[False] = False) -> torch.Tensor: ...
+@overload
+def check_tensor(fn: str, name: str, value: Any, optional: bool) -> Optional[torch.Tensor]: ...
 def check_tensor(fn: str, name: str, value: Any, optional: bool = False) -> Optional[torch.Tensor]:
     """``value`` must be a tensor (or None when ``optional``): TypeError otherwise. Returns it."""
     if value is None and optional:
@@ -42,7 +46,7 @@ def check_bins(fn: str, bins: Any) -> int:
     if isinstance(bins, bool) or not isinstance(bins, (numbers.Integral, torch.SymInt)):
         raise TypeError(f"{fn}: bins must be an int, got {_type_name(bins)}")
     if isinstance(bins, torch.SymInt):
-        return bins
+        return bins  # type: ignore[return-value]  # a symbolic int under torch.compile: used as an int
     value = int(bins)
     if not 0 < value <= _INT64_MAX:
         raise ValueError(f"{fn}: bins must be > 0 and at most 2**63 - 1, got {value}")
@@ -95,7 +99,7 @@ def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     interleaved views, which the real kernels' check tells apart)."""
     if a.numel() == 0 or b.numel() == 0:
         return False
-    if StorageWeakRef(a.untyped_storage()) != StorageWeakRef(b.untyped_storage()):
+    if StorageWeakRef(a.untyped_storage()) != StorageWeakRef(b.untyped_storage()):  # type: ignore[no-untyped-call]
         return False
     a_first, a_last = _byte_span(a)
     b_first, b_last = _byte_span(b)
@@ -122,7 +126,8 @@ def check_flag(fn: str, name: str, value: Any) -> bool:
     return value
 
 
-def call_arguments(fn: str, input: Any, min: Any, max: Any, weight: Any, out_of_range: Any, dtype: Any = None):
+def call_arguments(fn: str, input: Any, min: Any, max: Any, weight: Any, out_of_range: Any,
+                   dtype: Any = None) -> Tuple[Optional[float], Optional[float]]:
     """The type checks every histogram function shares (all but ``bins``); returns (min, max) as floats or None."""
     check_tensor(fn, "input", input)
     min, max = check_bound(fn, "min", min), check_bound(fn, "max", max)
@@ -132,7 +137,7 @@ def call_arguments(fn: str, input: Any, min: Any, max: Any, weight: Any, out_of_
     return min, max
 
 
-def _facts(t: Optional[torch.Tensor]):
+def _facts(t: Optional[torch.Tensor]) -> Tuple[Optional[torch.dtype], Optional[List[Any]], Optional[torch.device]]:
     if t is None:
         return None, None, None
     return t.dtype, list(t.shape), t.device
@@ -170,7 +175,7 @@ def check_call(
     return _DTYPES_BY_NAME[name]
 
 
-def check_edges_call(op: str, input: torch.Tensor, edges, weight: Optional[torch.Tensor], out_of_range: str,
+def check_edges_call(op: str, input: torch.Tensor, edges: Sequence[torch.Tensor], weight: Optional[torch.Tensor], out_of_range: str,
                      dtype: Optional[torch.dtype], nd: bool) -> torch.dtype:
     """:func:`check_call` for the bin-edges ops (``nd``: histogramdd's rules, else histogram_edges's): the C++
     checks of ``dsmhist::_check_edges_args`` on the tensors' metadata; returns the output dtype."""

@@ -165,8 +165,9 @@ def histogram(
             tensor = _local_range_keys(op, input, bins, weight, out_of_range, op_dtype, batched=False)
 
         def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
-            return torch.ops.dsmhist._histogram_with_range_keys(input, bins, range_keys, weight, out_of_range,
-                                                                op_dtype, False)
+            binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
+                input, bins, range_keys, weight, out_of_range, op_dtype, False)
+            return binned
     elif out is None:
         with torch.no_grad():  # the all-reduce is not differentiable: no rank's result requires grad
             tensor = torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
@@ -260,8 +261,9 @@ def batched_histogram(
             tensor = _local_range_keys(op, input, bins, weight, out_of_range, dtype, batched=True)
 
         def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
-            return torch.ops.dsmhist._histogram_with_range_keys(input, bins, range_keys, weight, out_of_range, dtype,
-                                                                True)
+            binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
+                input, bins, range_keys, weight, out_of_range, dtype, True)
+            return binned
     else:
         with torch.no_grad():
             tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
@@ -339,7 +341,7 @@ def _local_range_keys(op: str, input: torch.Tensor, bins: int, weight: Optional[
     The binning step runs after the collectives, where an error on one rank would leave the others waiting in the
     all-reduce; so its checks (the op's own, on the tensors' dtypes, shapes and devices) run here first.
     """
-    keys = torch.ops.dsmhist._finite_range_keys(input)
+    keys: torch.Tensor = torch.ops.dsmhist._finite_range_keys(input)
     _rules.check_call("range_keys", "torch_dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
                       out_of_range, dtype, batched, target=keys)
     return keys

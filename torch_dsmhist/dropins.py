@@ -72,7 +72,8 @@ def _bin_count(fn: str, value: object) -> int:
     if not _int_bins(value):
         raise TypeError(f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not "
                         f"{type(value).__name__}")
-    return int(value)  # type: ignore[call-overload]  # an integer or a 0-d integer tensor
+    count: int = int(value)  # type: ignore[call-overload]  # an integer or a 0-d integer tensor
+    return count
 
 
 def _outer_edges(points: _torch.Tensor, dims: int,
