@@ -80,7 +80,9 @@ def histogram(
     on: then they take the deterministic fixed-point path (bitwise identical run to run; see the README).
 
     Raises:
-        ValueError: a bad argument; the message names it and the allowed values.
+        TypeError: an argument of the wrong Python type (a list as ``input``, ``bins=4.5``, ``dtype="int32"``).
+        ValueError: a bad value; the message names the argument and the allowed values.
+        torch.OutOfMemoryError: an output too large for the device's memory (the message names bins and bytes).
 
     Example:
         >>> torch_dsmhist.histogram(torch.tensor([0, 1, 1, 3]), bins=4)
@@ -123,7 +125,8 @@ def histogram_add_(
     ``min`` and ``max``, since a range taken from each batch's data would give different bins in every call.
 
     Raises:
-        ValueError: a bad argument (hist's shape, dtype or device, a missing range, ...), named in the message.
+        TypeError: an argument of the wrong Python type, named in the message.
+        ValueError: a bad value (hist's shape, dtype or device, a missing range, ...), named in the message.
 
     Example:
         >>> hist = torch.zeros(4, dtype=torch.int64)
@@ -162,7 +165,8 @@ def batched_histogram(
     one block's shared memory). Same stream, synchronisation and determinism rules as :func:`histogram`.
 
     Raises:
-        ValueError: a bad argument (including a 0-d input), named in the message.
+        TypeError: an argument of the wrong Python type, named in the message.
+        ValueError: a bad value (including a 0-d input), named in the message.
 
     Example:
         >>> torch_dsmhist.batched_histogram(torch.tensor([[0, 1, 1], [2, 2, 2]]), bins=3)
@@ -234,6 +238,10 @@ def plan(
     Give a call to get its launch shape (see :class:`Plan`): ``n``, the elements of a :func:`histogram` /
     :func:`histogram_add_` call, or ``rows`` and ``row_length``, the shape of a :func:`batched_histogram` call
     (``[rows, row_length]`` values, one histogram per row). Without one, the shape reported is a large 1-D call's.
+
+    Raises:
+        TypeError: ``bins``, ``n``, ``rows`` or ``row_length`` not an int, or ``dtype`` not a torch.dtype.
+        ValueError: a bad value, or a forced tier that cannot hold the bins.
     """
     fn = "torch_dsmhist.plan"
     bins = _rules.check_bins(fn, bins)

@@ -33,6 +33,10 @@ def histogram_edges(
     ``weight`` (input's shape, floating, differentiable) and ``dtype`` follow :func:`torch_dsmhist.histogram`.
     Unsorted edges raise ``ValueError`` on the CPU; on CUDA they are not checked (that would synchronise) and give
     unspecified counts, never a write outside the output. No host sync on CUDA.
+
+    Raises:
+        TypeError: an argument of the wrong Python type, named in the message.
+        ValueError: a bad value (edges' dtype, shape or device, unsorted edges on the CPU, ...), named in the message.
     """
     fn = "torch_dsmhist.histogram_edges"
     _rules.check_tensor(fn, "input", input)
@@ -57,6 +61,10 @@ def histogramdd(
     Each coordinate is binned as in :func:`histogram_edges`; a point is dropped when any coordinate is outside its
     dim's edges or NaN (with ``out_of_range="clamp"`` an outside coordinate goes to its dim's first / last bin, NaN
     still drops the point). ``weight`` is ``[N]``. At most 32 dims and 2^31 - 1 bins in all.
+
+    Raises:
+        TypeError: an argument of the wrong Python type (``edges`` not a list or tuple of tensors, ...).
+        ValueError: a bad value (shapes, dtypes, devices, too many bins, ...), named in the message.
     """
     fn = "torch_dsmhist.histogramdd"
     _rules.check_tensor(fn, "input", input)
