@@ -4,7 +4,12 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+
 #include "../histogram_args.h"
+#include "../launch_log.h"
 #include "../op_bodies.h"
 #include "cpu_engine.h"
 #include "edges_cpu.h"
@@ -17,7 +22,13 @@ struct CpuBackend {
   static void check_device(const char* op, const at::Tensor& input) {
     TORCH_CHECK(input.device().is_cpu(), op, " (CPU): input must be on the CPU, got ", input.device());
   }
-  static void histogram(const char*, const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
+  static void histogram(const char* op, const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
+    if (log_launches()) {
+      std::fprintf(stderr, "torch_dsmhist launch: %s on cpu: tier cpu, %d threads, bins %lld, rows %lld x %lld\n", op,
+                   at::get_num_threads(), static_cast<long long>(p.bins), static_cast<long long>(p.rows),
+                   static_cast<long long>(p.row_length));
+      std::fflush(stderr);
+    }
     cpu::histogram(p, args.data_range);
   }
   static void finite_range(const HistogramArgs&, const RangeParams& p, const at::Tensor&) {

@@ -7,7 +7,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cstdio>
+
 #include "../histogram_args.h"
+#include "../launch_log.h"
 #include "../op_bodies.h"
 #include "../kernels/kernels.h"
 #include "../ops.h"
@@ -55,6 +58,32 @@ void find_range_keys(const HistogramArgs& args, HistogramParams& p, const at::Te
   C10_CUDA_CHECK(launch_finite_range(range_pass_params(p, slots), request, stream));
 }
 
+// The launch log's line for one launch (launch_log.h).
+const char* acc_name(AccKind acc) {
+  switch (acc) {
+    case AccKind::kCount: return "counts";
+    case AccKind::kFloat: return "float32 sums";
+    case AccKind::kDouble: return "float64 sums";
+    case AccKind::kExponent: return "deterministic sums (exponent pass)";
+    default: return "deterministic sums";
+  }
+}
+
+void log_launch(const char* op, const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
+                int64_t workspace_bytes) {
+  LaunchReport launch;
+  C10_CUDA_CHECK(describe_launch(p, request, plan, &launch));
+  std::fprintf(stderr,
+               "torch_dsmhist launch: %s on cuda:%d: tier %s, variant %s of %s %s, bins %lld, rows %lld x %lld, "
+               "grid %lld, cluster %d, threads %d, shared %lld bytes/block, workspace %lld bytes\n",
+               op, request.device, tier_name(plan.tier), acc_name(request.acc), input_type_name(request.input_type),
+               request.mode == BinMode::kIndex ? "by value" : "by range", static_cast<long long>(p.bins),
+               static_cast<long long>(p.rows), static_cast<long long>(p.row_length),
+               static_cast<long long>(launch.grid), launch.cluster_size, launch.threads,
+               static_cast<long long>(launch.shared_bytes), static_cast<long long>(workspace_bytes));
+  std::fflush(stderr);
+}
+
 // The CUDA part of every op (op_bodies.h: the checks, the output and the params come from there): plan, scratch
 // through the caching allocator, and the launch on the current stream of input's device. Never synchronises.
 struct CudaBackend {
@@ -84,6 +113,7 @@ struct CudaBackend {
       p.workspace = workspace.mutable_data_ptr();
       p.workspace_bytes = workspace_bytes;
     }
+    if (log_launches()) log_launch(op, p, request, plan, workspace_bytes);
     C10_CUDA_CHECK(launch_histogram(p, request, plan, stream));
   }
 
