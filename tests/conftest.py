@@ -59,3 +59,15 @@ needs_two_gpus = pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs, NCC
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 DEVICES = ["cpu", pytest.param("cuda", marks=cuda_only)]
+
+
+# `pytest -m smoke`: the first-hour check (CONTRIBUTING.md), under a minute on a 2-core CPU machine: the op's
+# contract, the drop-ins, the edges ops, the install and the layout. The full suite stays the gate.
+SMOKE_FILES = frozenset({"test_ops.py", "test_contract.py", "test_dropins.py", "test_dropins_edges.py",
+                         "test_edges.py", "test_install.py", "test_layout.py"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SMOKE_FILES:
+            item.add_marker(pytest.mark.smoke)
