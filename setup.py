@@ -19,11 +19,10 @@ import os
 import re
 import subprocess
 
+import torch
 import torch.utils.cpp_extension as cpp_extension
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_ARCH_LIST = "8.0;9.0+PTX"
@@ -53,7 +52,9 @@ def find_cuda_home():
     """
     candidates = [cpp_extension.CUDA_HOME, os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     for home in candidates:
-        if home and all(os.path.isfile(os.path.join(home, *part)) for part in (("bin", "nvcc"), ("include", "cuda_runtime_api.h"))):
+        if home and all(
+            os.path.isfile(os.path.join(home, *part)) for part in (("bin", "nvcc"), ("include", "cuda_runtime_api.h"))
+        ):
             return home
     return None
 
@@ -64,7 +65,9 @@ cpp_extension.CUDA_HOME = CUDA_HOME  # torch's build helpers read it from there 
 
 def nvcc_major_version():
     try:
-        out = subprocess.run([os.path.join(CUDA_HOME, "bin", "nvcc"), "--version"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [os.path.join(CUDA_HOME, "bin", "nvcc"), "--version"], capture_output=True, text=True
+        ).stdout
         return int(re.search(r"release (\d+)\.", out).group(1))
     except (OSError, AttributeError, TypeError):
         return None
@@ -92,8 +95,10 @@ def want_cuda() -> bool:
         return True
     asked = bool(os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip())
     if not (asked or gpu_visible()):
-        print("torch_dsmhist: no CUDA GPU visible, building the CPU-only extension "
-              "(DSMHIST_CUDA=1 or TORCH_CUDA_ARCH_LIST builds the CUDA kernels anyway)")
+        print(
+            "torch_dsmhist: no CUDA GPU visible, building the CPU-only extension "
+            "(DSMHIST_CUDA=1 or TORCH_CUDA_ARCH_LIST builds the CUDA kernels anyway)"
+        )
         return False
     if not possible:
         print("torch_dsmhist: no CUDA toolkit or a CPU build of torch, building the CPU-only extension")
@@ -101,8 +106,10 @@ def want_cuda() -> bool:
     nvcc_major, torch_major = nvcc_major_version(), int(torch.version.cuda.split(".")[0])
     if nvcc_major != torch_major:
         # torch refuses to build against a toolkit of another major version: build the CPU extension instead.
-        print(f"torch_dsmhist: nvcc's CUDA major version ({nvcc_major}) differs from torch's "
-              f"({torch.version.cuda}); building CPU-only (set DSMHIST_CUDA=1 to insist)")
+        print(
+            f"torch_dsmhist: nvcc's CUDA major version ({nvcc_major}) differs from torch's "
+            f"({torch.version.cuda}); building CPU-only (set DSMHIST_CUDA=1 to insist)"
+        )
         return False
     return True
 
@@ -111,7 +118,9 @@ def sources(*folders: str, suffix: str) -> list:
     found = []
     for folder in folders:
         path = os.path.join("csrc", folder)
-        found += sorted(os.path.join(path, name) for name in os.listdir(os.path.join(HERE, path)) if name.endswith(suffix))
+        found += sorted(
+            os.path.join(path, name) for name in os.listdir(os.path.join(HERE, path)) if name.endswith(suffix)
+        )
     return found
 
 
@@ -121,8 +130,9 @@ def extension():
     cxx_flags = ["-O3", "-g0", "-fopenmp"]
     link_flags = ["-fopenmp"]
     if not want_cuda():
-        return CppExtension("torch_dsmhist._C", cpu_sources, extra_compile_args={"cxx": cxx_flags},
-                            extra_link_args=link_flags)
+        return CppExtension(
+            "torch_dsmhist._C", cpu_sources, extra_compile_args={"cxx": cxx_flags}, extra_link_args=link_flags
+        )
     if not os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip():
         if gpu_visible():
             targets = "the visible GPU's architecture"  # torch's default when the list is unset

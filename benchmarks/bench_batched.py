@@ -84,8 +84,9 @@ def render(results: List[tuple]) -> str:
         ours = times.get("dsmhist")
         speedup = f"{best_torch / ours:.2f}x" if ours else "n/a"
         plan = torch_dsmhist.plan(bins, dtype=dtype, rows=rows, row_length=length)
-        plan_text = plan.tier + (f" ({plan.cluster_size} block{'s' if plan.cluster_size > 1 else ''})"
-                                 if plan.tier == "cluster" else "")
+        plan_text = plan.tier + (
+            f" ({plan.cluster_size} block{'s' if plan.cluster_size > 1 else ''})" if plan.tier == "cluster" else ""
+        )
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {speedup} | {plan_text} |")
     lines += ["", "Reproduce: `python benchmarks/bench_batched.py`."]
     return "\n".join(lines) + "\n"

@@ -28,8 +28,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchlib import HERE, cpu_name, git_commit, throughput_plot, today, torch_dsmhist, wall_median_ms
-from benchlib import write_results_section
+from benchlib import (
+    HERE,
+    cpu_name,
+    git_commit,
+    throughput_plot,
+    today,
+    torch_dsmhist,
+    wall_median_ms,
+    write_results_section,
+)
 
 PLOT = HERE / "plots" / "cpu_throughput.png"
 NUMPY_MAX = 2**24
@@ -47,7 +55,9 @@ def main() -> int:
     parser.add_argument("--bins", default="256,4096,65536,1048576,16777216")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md and the plot into this directory")
-    parser.add_argument("--section", default="cpu-benchmark", help="the RESULTS.md section to write (its markers' name)")
+    parser.add_argument(
+        "--section", default="cpu-benchmark", help="the RESULTS.md section to write (its markers' name)"
+    )
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     thread_counts = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, cores})
@@ -82,8 +92,11 @@ def main() -> int:
         np_histogram = median_ms(lambda: np.histogram(xs, bins=bins, range=(0, bins)), reps) * scale_np
         rows.append(dict(bins=bins, dsm=dsm, bincount=bincount, np_bincount=np_bincount, np_histogram=np_histogram))
         line = " ".join(f"{t}t {dsm[t]:.1f}" for t in thread_counts)
-        print(f"bins={bins}: dsmhist ms {line} | bincount {lo_t}t {bincount[lo_t]:.1f} {hi_t}t {bincount[hi_t]:.1f} | "
-              f"np.bincount {np_bincount:.1f} np.histogram {np_histogram:.1f}", flush=True)
+        print(
+            f"bins={bins}: dsmhist ms {line} | bincount {lo_t}t {bincount[lo_t]:.1f} {hi_t}t {bincount[hi_t]:.1f} | "
+            f"np.bincount {np_bincount:.1f} np.histogram {np_histogram:.1f}",
+            flush=True,
+        )
         del x, xs, expected
 
     # Range against index binning, and weighted sums.
@@ -93,13 +106,15 @@ def main() -> int:
     i32 = torch.randint(0, 65536, (n,), generator=g, dtype=torch.int32)
     for t in (lo_t, hi_t):
         torch.set_num_threads(t)
-        mode_rows.append(dict(
-            threads=t,
-            u8_index=median_ms(lambda: torch_dsmhist.histogram(u8, 256), reps),
-            u8_range=median_ms(lambda: torch_dsmhist.histogram(u8, 256, 0.0, 255.0), reps),
-            i32_index=median_ms(lambda: torch_dsmhist.histogram(i32, 65536), reps),
-            f32_range=median_ms(lambda: torch_dsmhist.histogram(f32, 65536, 0.0, 1.0), reps),
-        ))
+        mode_rows.append(
+            dict(
+                threads=t,
+                u8_index=median_ms(lambda: torch_dsmhist.histogram(u8, 256), reps),
+                u8_range=median_ms(lambda: torch_dsmhist.histogram(u8, 256, 0.0, 255.0), reps),
+                i32_index=median_ms(lambda: torch_dsmhist.histogram(i32, 65536), reps),
+                f32_range=median_ms(lambda: torch_dsmhist.histogram(f32, 65536, 0.0, 1.0), reps),
+            )
+        )
     del u8, i32
     w = torch.rand(n, generator=g, dtype=torch.float64)
     weighted = {}
@@ -138,7 +153,9 @@ def section(rows, mode_rows, weighted, identical, thread_counts, n, m, reps, ela
         f"{m} values and scaled to {n_text} by throughput.",
         "- Ratios: contender time / dsmhist time at the same thread count (> 1: dsmhist is faster).",
         "",
-        "| bins | " + " | ".join(f"dsmhist {t}t" for t in thread_counts) + f" | scaling {lo_t}→{hi_t}t"
+        "| bins | "
+        + " | ".join(f"dsmhist {t}t" for t in thread_counts)
+        + f" | scaling {lo_t}→{hi_t}t"
         + f" | bincount {lo_t}t | bincount {hi_t}t | np.bincount | np.histogram | ÷bincount {lo_t}t | ÷bincount {hi_t}t"
         + f" | ÷np.bincount {lo_t}t / {hi_t}t | ÷np.histogram {lo_t}t / {hi_t}t |",
         "|---" * (len(thread_counts) + 9) + "|",
@@ -146,7 +163,8 @@ def section(rows, mode_rows, weighted, identical, thread_counts, n, m, reps, ela
     for r in rows:
         d, b = r["dsm"], r["bincount"]
         lines.append(
-            f"| {r['bins']} | " + " | ".join(f"{d[t]:.1f}" for t in thread_counts)
+            f"| {r['bins']} | "
+            + " | ".join(f"{d[t]:.1f}" for t in thread_counts)
             + f" | {d[lo_t] / d[hi_t]:.2f}x | {b[lo_t]:.1f} | {b[hi_t]:.1f} | {r['np_bincount']:.1f} | "
             f"{r['np_histogram']:.1f} | {b[lo_t] / d[lo_t]:.2f}x | {b[hi_t] / d[hi_t]:.2f}x | "
             f"{r['np_bincount'] / d[lo_t]:.1f}x / {r['np_bincount'] / d[hi_t]:.1f}x | "
@@ -161,9 +179,11 @@ def section(rows, mode_rows, weighted, identical, thread_counts, n, m, reps, ela
         "|---|---|---|---|---|---|---|",
     ]
     for r in mode_rows:
-        lines.append(f"| {r['threads']} | {r['u8_index']:.1f} | {r['u8_range']:.1f} | "
-                     f"{r['u8_range'] / r['u8_index']:.2f} | {r['i32_index']:.1f} | {r['f32_range']:.1f} | "
-                     f"{r['f32_range'] / r['i32_index']:.2f} |")
+        lines.append(
+            f"| {r['threads']} | {r['u8_index']:.1f} | {r['u8_range']:.1f} | "
+            f"{r['u8_range'] / r['u8_index']:.2f} | {r['i32_index']:.1f} | {r['f32_range']:.1f} | "
+            f"{r['f32_range'] / r['i32_index']:.2f} |"
+        )
     lines += [
         "",
         "Weighted float64 sums, float32 values, 65536 bins (ms): "
@@ -191,8 +211,16 @@ def plot(rows, thread_counts, n, out_dir) -> None:
     for label, key, marker in (("np.bincount", "np_bincount", "s"), ("np.histogram", "np_histogram", "^")):
         series[label] = list(zip(bins, [gvals(r[key]) for r in rows]))
         styles[label] = {"linestyle": ":", "marker": marker}
-    if not throughput_plot(PLOT, series, f"CPU histogram throughput, {os.cpu_count()} cores", "bins",
-                           ylabel="G values / s (uniform int32)", styles=styles, figsize=(7, 4.5), dpi=100):
+    if not throughput_plot(
+        PLOT,
+        series,
+        f"CPU histogram throughput, {os.cpu_count()} cores",
+        "bins",
+        ylabel="G values / s (uniform int32)",
+        styles=styles,
+        figsize=(7, 4.5),
+        dpi=100,
+    ):
         print("bench_cpu: matplotlib not installed, no plot", file=sys.stderr)
         return
     if out_dir:

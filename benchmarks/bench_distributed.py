@@ -25,9 +25,9 @@ from typing import Callable, List
 import torch
 import torch.distributed as dist
 
-from benchlib import git_commit, today, torch_dsmhist, write_results_section
-
 import torch_dsmhist.distributed as dh  # noqa: E402  (after benchlib: it makes the package importable)
+
+from benchlib import git_commit, today, torch_dsmhist, write_results_section
 
 SECTION = "distributed-benchmark"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
@@ -77,7 +77,7 @@ def main() -> int:
     for bins in args.bins:
         gen = torch.Generator(device=device).manual_seed(bins)
         values = torch.randint(0, bins, (total,), generator=gen, device=device, dtype=torch.int32)
-        shard = values[rank * shard_size:(rank + 1) * shard_size]
+        shard = values[rank * shard_size : (rank + 1) * shard_size]
         single = torch_dsmhist.histogram(values, bins)
         for check, group in ((False, None), (True, None), (True, nccl_only)):
             got = dh.histogram(shard, bins, group=group, check=check)
@@ -88,16 +88,23 @@ def main() -> int:
         bincount = statistics.median(timed_ms(lambda: torch.bincount(values, minlength=bins), False))
         two_gpu = {
             name: statistics.median(timed_ms(lambda: dh.histogram(shard, bins, group=group, check=check), True))
-            for name, check, group in (("check=False", False, None), ("check=True (gloo check)", True, None),
-                                       ("check=True (NCCL-only group)", True, nccl_only))
+            for name, check, group in (
+                ("check=False", False, None),
+                ("check=True (gloo check)", True, None),
+                ("check=True (NCCL-only group)", True, nccl_only),
+            )
         }
         local = statistics.median(timed_ms(lambda: torch_dsmhist.histogram(shard, bins), True))
         partial = torch_dsmhist.histogram(shard, bins)
         reduce_only = statistics.median(timed_ms(lambda: dist.all_reduce(partial), True))
         rows.append((bins, one_gpu, bincount, two_gpu, local, reduce_only))
         if rank == 0:
-            print(f"bins={bins}: 1 GPU {one_gpu:.3f} ms, " + ", ".join(f"{k} {v:.3f} ms" for k, v in two_gpu.items())
-                  + f", half alone {local:.3f} ms, all-reduce alone {reduce_only:.3f} ms", flush=True)
+            print(
+                f"bins={bins}: 1 GPU {one_gpu:.3f} ms, "
+                + ", ".join(f"{k} {v:.3f} ms" for k, v in two_gpu.items())
+                + f", half alone {local:.3f} ms, all-reduce alone {reduce_only:.3f} ms",
+                flush=True,
+            )
         del values, shard, single, partial
         torch.cuda.empty_cache()
 
@@ -122,18 +129,23 @@ def write_section(rows, total: int, world: int, out_dir) -> None:
         "- NVLink multicast off (NCCL_NVLS_ENABLE=0). Speedup: 1-GPU time / 2-GPU time. A 2-GPU call is the local "
         "pass over half the data plus one all-reduce of the histogram (the last two columns, timed alone).",
         "",
-        "| bins | 1 GPU dsmhist | 1 GPU torch.bincount | " + " | ".join(f"{world} GPUs, {n}" for n in names)
+        "| bins | 1 GPU dsmhist | 1 GPU torch.bincount | "
+        + " | ".join(f"{world} GPUs, {n}" for n in names)
         + " | speedup (check=False) | speedup (gloo check) | half on one GPU | all-reduce alone |",
         "|---" * (3 + len(names) + 4) + "|",
     ]
     for bins, one_gpu, bincount, two_gpu, local, reduce_only in rows:
         lines.append(
-            f"| {bins} | {one_gpu:.3f} | {bincount:.3f} | " + " | ".join(f"{two_gpu[n]:.3f}" for n in names)
+            f"| {bins} | {one_gpu:.3f} | {bincount:.3f} | "
+            + " | ".join(f"{two_gpu[n]:.3f}" for n in names)
             + f" | {one_gpu / two_gpu[names[0]]:.2f}x | {one_gpu / two_gpu[names[1]]:.2f}x | {local:.3f} | "
             f"{reduce_only:.3f} |"
         )
-    lines += ["", "Reproduce: `python -m torch.distributed.run --standalone --nproc-per-node=2 "
-              "benchmarks/bench_distributed.py` (on a 2-GPU machine)."]
+    lines += [
+        "",
+        "Reproduce: `python -m torch.distributed.run --standalone --nproc-per-node=2 "
+        "benchmarks/bench_distributed.py` (on a 2-GPU machine).",
+    ]
     section = "\n".join(lines) + "\n"
     write_results_section(SECTION, section, out_dir)
     print(section)

@@ -155,7 +155,7 @@ def target_text(case: Case) -> str:
 
 
 def verdict(result: Result) -> str:
-    """"met", or "missed: ..." naming each target missed and by how much, or "not measured: ..." for what is
+    """ "met", or "missed: ..." naming each target missed and by how much, or "not measured: ..." for what is
     missing."""
     case, ours = result.case, result.cells.get("op")
     if ours is None or ours.value is None or ours.failed:
@@ -180,12 +180,25 @@ def verdict(result: Result) -> str:
     return "met" + (f" ({', '.join(unknown)} not measured)" if unknown else "")
 
 
-def render(results: Sequence[Result], n: int, n_cpu: int, copy_bw: float, device: str, cupy_source: str,
-           quick: bool) -> str:
+def render(
+    results: Sequence[Result], n: int, n_cpu: int, copy_bw: float, device: str, cupy_source: str, quick: bool
+) -> str:
     columns = ["op", "dropin", "idiom", "cupy", "cpu", "floor", "op_1m"]
-    header = ([f"case ({n_label(n)} float32)"] + [LABELS[c] for c in columns[:4]]
-              + [f"torch CPU ({n_label(n_cpu)} values)", "read floor", LABELS["op_1m"],
-                 "op vs idiom", "op vs CuPy", "op vs torch CPU (scaled)", "op / floor", "target", "verdict"])
+    header = (
+        [f"case ({n_label(n)} float32)"]
+        + [LABELS[c] for c in columns[:4]]
+        + [
+            f"torch CPU ({n_label(n_cpu)} values)",
+            "read floor",
+            LABELS["op_1m"],
+            "op vs idiom",
+            "op vs CuPy",
+            "op vs torch CPU (scaled)",
+            "op / floor",
+            "target",
+            "verdict",
+        ]
+    )
     rows, notes = [], []
     for result in results:
         cells = []
@@ -194,11 +207,16 @@ def render(results: Sequence[Result], n: int, n_cpu: int, copy_bw: float, device
             cells.append("" if cell is None else cell.text())
             if cell is not None and cell.note:
                 notes.append(f"- {result.case.label}, {LABELS[name]}: {cell.note}")
-        ratios = [f"{r:.1f}x" if r is not None else "" for r in
-                  (speedup(result, "idiom"), speedup(result, "cupy"), speedup(result, "cpu"))]
+        ratios = [
+            f"{r:.1f}x" if r is not None else ""
+            for r in (speedup(result, "idiom"), speedup(result, "cupy"), speedup(result, "cpu"))
+        ]
         ours, floor = result.cells.get("op"), result.cells.get("floor")
-        over_floor = (f"{ours.value / floor.value:.1f}x" if ours and floor and ours.value and floor.value
-                      and not ours.failed else "")
+        over_floor = (
+            f"{ours.value / floor.value:.1f}x"
+            if ours and floor and ours.value and floor.value and not ours.failed
+            else ""
+        )
         rows.append([result.case.label] + cells + ratios + [over_floor, target_text(result.case), verdict(result)])
     lines = [
         "## Bin edges and N-D histograms (issue 16): median ms of CUDA events" + (" (--quick sizes)" if quick else ""),
@@ -222,8 +240,10 @@ def render(results: Sequence[Result], n: int, n_cpu: int, copy_bw: float, device
     lines += md_table(header, rows)
     if notes:
         lines += ["Notes:", ""] + notes + [""]
-    lines += ["Plots: [1-D](plots/edges_1d.png), [2-D](plots/edges_2d.png). "
-              "Reproduce: `python benchmarks/bench_edges.py` (or `bash benchmarks/device_run.sh edges`)."]
+    lines += [
+        "Plots: [1-D](plots/edges_1d.png), [2-D](plots/edges_2d.png). "
+        "Reproduce: `python benchmarks/bench_edges.py` (or `bash benchmarks/device_run.sh edges`)."
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -243,9 +263,14 @@ def plot(results: Sequence[Result], n: int, n_cpu: int, copy_bw: float) -> List[
                 label = LABELS[key] + (f" ({n_label(n_cpu)} values)" if key == "cpu" else "")
                 series.setdefault(label, []).append((result.case.size, count / (cell.value * 1e-3)))
         unit = "values" if dims == 1 else "points"
-        if throughput_plot(PLOTS / name, series, f"{dims}-D histogram over edges, {n_label(n)} float32 {unit}",
-                           xlabel, ylabel=f"{unit} / s",
-                           floor=(copy_bw / item_bytes, f"read floor (copy bandwidth / {item_bytes} B)")):
+        if throughput_plot(
+            PLOTS / name,
+            series,
+            f"{dims}-D histogram over edges, {n_label(n)} float32 {unit}",
+            xlabel,
+            ylabel=f"{unit} / s",
+            floor=(copy_bw / item_bytes, f"read floor (copy bandwidth / {item_bytes} B)"),
+        ):
             written.append(PLOTS / name)
     return written
 
@@ -307,8 +332,9 @@ def as_counts(result) -> torch.Tensor:
     return (result if isinstance(result, torch.Tensor) else torch.from_dlpack(result)).to(torch.int64)
 
 
-def measure(case: Case, data: torch.Tensor, edges: List[torch.Tensor], cupy, n_cpu: int, copy_bw: float,
-            warmup: int, reps: int) -> Tuple[Result, bool]:
+def measure(
+    case: Case, data: torch.Tensor, edges: List[torch.Tensor], cupy, n_cpu: int, copy_bw: float, warmup: int, reps: int
+) -> Tuple[Result, bool]:
     """The case's cells, and whether a torch_dsmhist result was wrong."""
     result, wrong = Result(case, cpu_scale=data.shape[0] / n_cpu), False
     cpu_data, cpu_edges = data[:n_cpu].cpu(), [e.cpu() for e in edges]
@@ -375,8 +401,11 @@ def main() -> int:
         result, wrong = measure(case, data, edges, cupy, n_cpu, copy_bw, warmup, reps)
         failed |= wrong
         results.append(result)
-        log(f"{case.label}: " + ", ".join(f"{LABELS[k]} {c.text()}" for k, c in result.cells.items())
-            + f" -> {verdict(result)}")
+        log(
+            f"{case.label}: "
+            + ", ".join(f"{LABELS[k]} {c.text()}" for k, c in result.cells.items())
+            + f" -> {verdict(result)}"
+        )
         del data, edges
         release()
     section = render(results, n, n_cpu, copy_bw, torch.cuda.get_device_name(), cupy_source, args.quick)

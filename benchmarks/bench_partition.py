@@ -5,6 +5,7 @@ torch.histc, and a per-kernel profile. Prints only (figures copied into tuning.h
 
     python benchmarks/bench_partition.py [BINS ...]
 """
+
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,6 @@ def main() -> int:
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(time.time()) % 100000)
 
-
     def values(dist, n, bins, dtype=torch.int32):
         return make_values(dist, n, bins, dtype, gen)
 
@@ -32,9 +32,7 @@ def main() -> int:
         with torch_dsmhist.force_tier(tier):
             return fn()
 
-
     fails = 0
-
 
     def check(name, got, want, exact=True):
         nonlocal fails
@@ -43,7 +41,6 @@ def main() -> int:
             fails += 1
             diff = (got.double() - want.double()).abs()
             print(f"FAIL {name}: max diff {diff.max().item()} at {diff.argmax().item()}", flush=True)
-
 
     t0 = time.time()
     for bins in (65537, 262144, 1000003, 16777216, 33521664):
@@ -54,17 +51,31 @@ def main() -> int:
             check(f"count {bins} {dist}", forced("partition", lambda: torch_dsmhist.histogram(x, bins)), ref)
             if bins <= 4194304:
                 x32 = x.to(torch.int32)[1:]  # misaligned
-                check(f"int32 {bins} {dist}", forced("partition", lambda: torch_dsmhist.histogram(x32, bins, dtype=torch.int32)),
-                      torch.bincount(x32, minlength=bins).int())
+                check(
+                    f"int32 {bins} {dist}",
+                    forced("partition", lambda: torch_dsmhist.histogram(x32, bins, dtype=torch.int32)),
+                    torch.bincount(x32, minlength=bins).int(),
+                )
                 xs = x[::3]
-                check(f"strided {bins} {dist}", forced("partition", lambda: torch_dsmhist.histogram(xs, bins)),
-                      torch.bincount(xs, minlength=bins))
+                check(
+                    f"strided {bins} {dist}",
+                    forced("partition", lambda: torch_dsmhist.histogram(xs, bins)),
+                    torch.bincount(xs, minlength=bins),
+                )
                 w = torch.rand(n, generator=gen, device=dev, dtype=torch.float64)
-                check(f"w64 {bins} {dist}", forced("partition", lambda: torch_dsmhist.histogram(x, bins, weight=w)),
-                      torch.bincount(x, weights=w, minlength=bins), exact=False)
+                check(
+                    f"w64 {bins} {dist}",
+                    forced("partition", lambda: torch_dsmhist.histogram(x, bins, weight=w)),
+                    torch.bincount(x, weights=w, minlength=bins),
+                    exact=False,
+                )
                 w32 = w.float()
-                check(f"w32 {bins} {dist}", forced("partition", lambda: torch_dsmhist.histogram(x, bins, weight=w32)),
-                      torch.bincount(x, weights=w32.double(), minlength=bins).float(), exact=False)
+                check(
+                    f"w32 {bins} {dist}",
+                    forced("partition", lambda: torch_dsmhist.histogram(x, bins, weight=w32)),
+                    torch.bincount(x, weights=w32.double(), minlength=bins).float(),
+                    exact=False,
+                )
                 torch.use_deterministic_algorithms(True)
                 try:
                     a = forced("partition", lambda: torch_dsmhist.histogram(x, bins, weight=w))
@@ -73,8 +84,11 @@ def main() -> int:
                 finally:
                     torch.use_deterministic_algorithms(False)
                 f = x.float() + 0.5
-                check(f"range {bins} {dist}", forced("partition", lambda: torch_dsmhist.histogram(f, bins, min=0.0, max=float(bins))),
-                      forced("global", lambda: torch_dsmhist.histogram(f, bins, min=0.0, max=float(bins))))
+                check(
+                    f"range {bins} {dist}",
+                    forced("partition", lambda: torch_dsmhist.histogram(f, bins, min=0.0, max=float(bins))),
+                    forced("global", lambda: torch_dsmhist.histogram(f, bins, min=0.0, max=float(bins))),
+                )
                 h = torch.bincount(x, minlength=bins)
                 h2 = h.clone()
                 forced("partition", lambda: torch_dsmhist.histogram_add_(h2, x))
@@ -89,7 +103,7 @@ def main() -> int:
     def event_ms(fn, runs):
         return median_event_ms(fn, 1, runs)
 
-    n = 2 ** 28
+    n = 2**28
     print("bins dist | partition auto global histc  (ms, 2^28 int32)", flush=True)
     for bins in map(int, sys.argv[1:]) if len(sys.argv) > 1 else (65536, 131072, 262144, 1048576, 4194304, 16777216):
         for dist in ("uniform", "normal", "one_hot", "zipf", "sorted"):
@@ -100,14 +114,19 @@ def main() -> int:
             del ref, got
             tp = event_ms(lambda: forced("partition", lambda: torch_dsmhist.histogram(x, bins)), 7)
             ta = event_ms(lambda: torch_dsmhist.histogram(x, bins), 5)
-            tg = event_ms(lambda: forced("global", lambda: torch_dsmhist.histogram(x, bins)), 3) if dist != "one_hot" or True else 0
+            tg = (
+                event_ms(lambda: forced("global", lambda: torch_dsmhist.histogram(x, bins)), 3)
+                if dist != "one_hot" or True
+                else 0
+            )
             xf = x.float() if dist in ("uniform", "one_hot") else None
             th = event_ms(lambda: torch.histc(xf, bins, 0, bins), 3) if xf is not None else float("nan")
             print(f"{bins} {dist} | {tp:.3f} {ta:.3f} {tg:.3f} {th:.3f} {'ok' if ok else 'WRONG'}", flush=True)
             del x, xf
             torch.cuda.empty_cache()
 
-    from torch.profiler import profile, ProfilerActivity
+    from torch.profiler import ProfilerActivity, profile
+
     for bins, dist in ((131072, "uniform"), (1048576, "uniform"), (1048576, "one_hot"), (16777216, "uniform")):
         x = values(dist, n, bins)
         forced("partition", lambda: torch_dsmhist.histogram(x, bins))
@@ -117,7 +136,7 @@ def main() -> int:
             torch.cuda.synchronize()
         print(bins, dist)
         for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:4]:
-            print(f"   {e.key[:70]:70s} {e.device_time_total/1000:.3f} ms x{e.count}")
+            print(f"   {e.key[:70]:70s} {e.device_time_total / 1000:.3f} ms x{e.count}")
     return 1 if fails else 0
 
 

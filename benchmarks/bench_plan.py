@@ -43,10 +43,10 @@ from benchlib import (
     device_boundaries,
     event_ms,
     first_line,
-    graph_ms,
     fmt,
     forced,
     git_commit,
+    graph_ms,
     make_values,
     md_table,
     progress,
@@ -96,9 +96,11 @@ def header(title: str, failures: List[str], started: float) -> List[str]:
     lines = [title, ""]
     if failures:
         lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
-    return lines + [f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch "
-                    f"{torch.__version__}; date {today()}; git commit: {git_commit()}; "
-                    f"{time.perf_counter() - started:.0f} s"]
+    return lines + [
+        f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch "
+        f"{torch.__version__}; date {today()}; git commit: {git_commit()}; "
+        f"{time.perf_counter() - started:.0f} s"
+    ]
 
 
 def finish(name: str, lines: List[str], failures: List[str], out_dir: Optional[Path]) -> int:
@@ -113,6 +115,7 @@ def finish(name: str, lines: List[str], failures: List[str], out_dir: Optional[P
 
 def weighted_call(tier: str, x: torch.Tensor, bins: int, weight: torch.Tensor, deterministic: bool):
     """A no-argument weighted histogram of x with `tier` forced ("auto": the planner's), optionally deterministic."""
+
     def call() -> torch.Tensor:
         previous = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(deterministic)
@@ -121,6 +124,7 @@ def weighted_call(tier: str, x: torch.Tensor, bins: int, weight: torch.Tensor, d
                 return torch_dsmhist.histogram(x, bins, weight=weight)
         finally:
             torch.use_deterministic_algorithms(previous)
+
     return call
 
 
@@ -139,8 +143,11 @@ VERDICT_RATIOS = ("cluster/global", "global/cluster", "partition/global", "globa
 def weighted_main(args) -> int:
     started = time.perf_counter()
     bins_list = [4096, 32768, 65536, 131072, 262144, 1048576, 4194304, 16777216]
-    callers = (("float32", torch.float32, False), ("float64", torch.float64, False),
-               ("deterministic float64", torch.float64, True))
+    callers = (
+        ("float32", torch.float32, False),
+        ("float64", torch.float64, False),
+        ("deterministic float64", torch.float64, True),
+    )
     tiers = ("auto", "cluster", "global", "partition")
     rows: Dict[Tuple[int, str, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
@@ -152,10 +159,13 @@ def weighted_main(args) -> int:
         for caller, dtype, deterministic in callers:
             w = w64 if dtype == torch.float64 else w64.float()
             check = float32_exact_where_small if dtype == torch.float32 else None
-            cells = {tier: timed(weighted_call(tier, x, bins, w, deterministic), reference, args.reps, check)
-                     for tier in tiers}
-            failures += [f"{caller} {tier} @ {bins} {distribution}" for tier, (_, status) in cells.items()
-                         if status == "FAIL"]
+            cells = {
+                tier: timed(weighted_call(tier, x, bins, w, deterministic), reference, args.reps, check)
+                for tier in tiers
+            }
+            failures += [
+                f"{caller} {tier} @ {bins} {distribution}" for tier, (_, status) in cells.items() if status == "FAIL"
+            ]
             rows[(bins, distribution, caller)] = cells
             del w
             release()
@@ -163,10 +173,13 @@ def weighted_main(args) -> int:
         release()
 
     lines = header("# Plan thresholds for weighted sums (benchmarks/bench_plan.py --weighted)", failures, started)
-    lines += [f"- 2^{args.n.bit_length() - 1} int32 values with integer weights in [0, 4), median ms of {args.reps} "
-              "CUDA-event timings (1 when the first run took over 100 ms). `auto`: the planner's tier; `cluster`: the "
-              "cluster tier forced at its smallest size. Verdict: each tier's worst distribution against its rival "
-              "(`cluster / global`: the largest ratio of the cluster tier's time to global's).", ""]
+    lines += [
+        f"- 2^{args.n.bit_length() - 1} int32 values with integer weights in [0, 4), median ms of {args.reps} "
+        "CUDA-event timings (1 when the first run took over 100 ms). `auto`: the planner's tier; `cluster`: the "
+        "cluster tier forced at its smallest size. Verdict: each tier's worst distribution against its rival "
+        "(`cluster / global`: the largest ratio of the cluster tier's time to global's).",
+        "",
+    ]
     verdict = []
     for caller, _, _ in callers:
         lines += [f"## {caller} weights" if caller != "deterministic float64" else "## deterministic float64 sums", ""]
@@ -182,8 +195,9 @@ def weighted_main(args) -> int:
                         worst[f"{b}/{a}"] = max(worst.get(f"{b}/{a}", 0.0), cells[b][0] / cells[a][0])
             verdict.append([caller, str(bins)] + [f"{worst[k]:.2f}" if k in worst else "—" for k in VERDICT_RATIOS])
         lines += md_table(["bins", "distribution"] + list(tiers), body)
-    lines += ["## Verdict", ""] + md_table(["sum", "bins"] + [f"{k.replace('/', ' / ')} (worst)"
-                                                             for k in VERDICT_RATIOS], verdict)
+    lines += ["## Verdict", ""] + md_table(
+        ["sum", "bins"] + [f"{k.replace('/', ' / ')} (worst)" for k in VERDICT_RATIOS], verdict
+    )
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py --weighted`."]
     return finish(WEIGHTED_SECTION, lines, failures, args.out_dir)
 
@@ -193,8 +207,12 @@ def small_main(args) -> int:
     tiers = ("auto", "exchange", "cluster", "cluster 1", "partition", "global")
     failures: List[str] = []
     body = []
-    cases = [(bins, logn, d) for bins in (65536, 116224, 131072, 262144) for logn in (21, 22, 23, 24)
-             for d in ("uniform", "one_hot")]
+    cases = [
+        (bins, logn, d)
+        for bins in (65536, 116224, 131072, 262144)
+        for logn in (21, 22, 23, 24)
+        for d in ("uniform", "one_hot")
+    ]
     for bins, logn, distribution in progress(cases, "small calls"):
         gen = torch.Generator(device="cuda").manual_seed(bins + logn)
         x = make_values(distribution, 2**logn, bins, torch.int32, gen)
@@ -215,11 +233,14 @@ def small_main(args) -> int:
         del x, reference
         release()
     lines = header("# Plan thresholds, small calls (benchmarks/bench_plan.py --small)", failures, started)
-    lines += ["- int32 values, us of device time per call (CUDA-graph replay of 20 calls, median of "
-              f"{args.reps} replays). `planned`: the tier the plan takes for the call. The planner takes tier "
-              "exchange from kExchangeAutoMinElements (2^23) values a histogram (tuning.h). `cluster`: tier cluster "
-              "at its planned size (bins one block holds: 2 blocks that each keep every bin, kClusterReplicas); "
-              "`cluster 1`: in clusters of one block (n/a: they cannot hold the bins).", ""]
+    lines += [
+        "- int32 values, us of device time per call (CUDA-graph replay of 20 calls, median of "
+        f"{args.reps} replays). `planned`: the tier the plan takes for the call. The planner takes tier "
+        "exchange from kExchangeAutoMinElements (2^23) values a histogram (tuning.h). `cluster`: tier cluster "
+        "at its planned size (bins one block holds: 2 blocks that each keep every bin, kClusterReplicas); "
+        "`cluster 1`: in clusters of one block (n/a: they cannot hold the bins).",
+        "",
+    ]
     lines += md_table(["bins", "values", "distribution", "planned"] + list(tiers), body)
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py --small`."]
     return finish(SMALL_SECTION, lines, failures, args.out_dir)
@@ -246,9 +267,29 @@ def main() -> int:
     if largest == shared:
         print("no cluster tier on this device / build: nothing to measure")
         return 0
-    bins_list = sorted(set(args.bins) if args.bins else
-                       {shared + 1, 65536, 2 * shared, 2 * shared + 1, 131072, 3 * shared, 4 * shared, 262144,
-                        393216, 524288, 786432, 16 * shared, 1048576, largest, largest + 1, 4194304, 16777216})
+    bins_list = sorted(
+        set(args.bins)
+        if args.bins
+        else {
+            shared + 1,
+            65536,
+            2 * shared,
+            2 * shared + 1,
+            131072,
+            3 * shared,
+            4 * shared,
+            262144,
+            393216,
+            524288,
+            786432,
+            16 * shared,
+            1048576,
+            largest,
+            largest + 1,
+            4194304,
+            16777216,
+        }
+    )
     rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
     todo = [(bins, d) for bins in bins_list for d in DISTRIBUTIONS]
@@ -265,8 +306,9 @@ def main() -> int:
         # Blocks of the smallest cluster that holds the bins: tier cluster packs two counts a word, cluster_dsmem not.
         smallest = -(-bins // (2 * shared))
         if -(-bins // shared) <= 16:
-            cells["cluster_dsmem"] = timed(forced("cluster_dsmem", x, bins, cluster_size=max(2, -(-bins // shared))),
-                                           reference, args.reps)
+            cells["cluster_dsmem"] = timed(
+                forced("cluster_dsmem", x, bins, cluster_size=max(2, -(-bins // shared))), reference, args.reps
+            )
         if smallest <= 16:
             for size in sorted({smallest, min(smallest + 1, 16), min(2 * smallest, 16), 16}):
                 cells[f"cluster {size}"] = timed(forced("cluster", x, bins, cluster_size=size), reference, args.reps)
@@ -277,20 +319,23 @@ def main() -> int:
 
     title = "# Plan thresholds, selected bin counts" if args.bins else "# Plan thresholds"
     lines = header(f"{title} (benchmarks/bench_plan.py)", failures, started)
-    lines += [f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
-              f"first run took over 100 ms). One block holds {shared} bins ({2 * shared} in tier cluster); the "
-              f"largest cluster {largest}.",
-              "- `cluster k`: tier cluster forced to k blocks (16-bit counts: twice one block's bins a block), split "
-              "into the fewest ranges (a divisor of k) that hold the bins, the other blocks replicas of them that each "
-              "read a share of the input and sum their counts through DSMEM. "
-              "`best/global`: the best cluster size over global atomics, worst distribution. `partition / global` and "
-              "`global / partition`: each tier's worst distribution against the other; the planner takes the partition "
-              "tier past the bins where the first is the smaller (kPartitionAutoMinBins). `exchange`: tier exchange at "
-              "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "
-              "partition, global and the cluster tier per distribution (the partition included below 232449 bins, "
-              "where the planner does not take it), worst distribution each way. The planner takes the exchange for "
-              "integer input by value from 232449 to 640000 bins (past tier cluster's 2 blocks, which its by-value body "
-              "made faster), where its worst case against the partition is the smaller (tuning.h).", ""]
+    lines += [
+        f"- 2^{args.n.bit_length() - 1} int32 values, median ms of {args.reps} CUDA-event timings (1 when the "
+        f"first run took over 100 ms). One block holds {shared} bins ({2 * shared} in tier cluster); the "
+        f"largest cluster {largest}.",
+        "- `cluster k`: tier cluster forced to k blocks (16-bit counts: twice one block's bins a block), split "
+        "into the fewest ranges (a divisor of k) that hold the bins, the other blocks replicas of them that each "
+        "read a share of the input and sum their counts through DSMEM. "
+        "`best/global`: the best cluster size over global atomics, worst distribution. `partition / global` and "
+        "`global / partition`: each tier's worst distribution against the other; the planner takes the partition "
+        "tier past the bins where the first is the smaller (kPartitionAutoMinBins). `exchange`: tier exchange at "
+        "its planned cluster size; `exchange / best other` and `best other / exchange`: against the fastest of "
+        "partition, global and the cluster tier per distribution (the partition included below 232449 bins, "
+        "where the planner does not take it), worst distribution each way. The planner takes the exchange for "
+        "integer input by value from 232449 to 640000 bins (past tier cluster's 2 blocks, which its by-value body "
+        "made faster), where its worst case against the partition is the smaller (tuning.h).",
+        "",
+    ]
     verdicts = []
     for bins in bins_list:
         body = []
@@ -302,8 +347,13 @@ def main() -> int:
         worst = partition_worst = global_worst = exchange_worst = other_worst = None
         for d in DISTRIBUTIONS:
             cells = rows[(bins, d)]
-            body.append([d] + [fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else
-                               (cells[n][1] if n in cells else "") for n in names])
+            body.append(
+                [d]
+                + [
+                    fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else (cells[n][1] if n in cells else "")
+                    for n in names
+                ]
+            )
             clusters = [v for n, (v, s) in cells.items() if n.startswith("cluster ") and s == "ok"]
             g = cells["global"][0]
             if clusters and g:
@@ -314,19 +364,30 @@ def main() -> int:
                 partition_worst = part / g if partition_worst is None else max(partition_worst, part / g)
                 global_worst = g / part if global_worst is None else max(global_worst, g / part)
             # The exchange against the best of the others (partition, global, the cluster tier at its best size).
-            others = [v for n, (v, s) in cells.items() if n not in ("auto", "exchange", "cluster_dsmem") and s == "ok" and v]
+            others = [
+                v for n, (v, s) in cells.items() if n not in ("auto", "exchange", "cluster_dsmem") and s == "ok" and v
+            ]
             ex = cells.get("exchange", (None, ""))[0]
             if ex and others:
                 exchange_worst = max(exchange_worst or 0.0, ex / min(others))
                 other_worst = max(other_worst or 0.0, min(others) / ex)
         verdicts.append((bins, worst, partition_worst, global_worst, exchange_worst, other_worst))
-        lines += [f"## {bins} bins" + (f" — best cluster / global, worst distribution: {worst:.2f}" if worst else ""),
-                  ""] + md_table(["distribution"] + names, body)
+        lines += [
+            f"## {bins} bins" + (f" — best cluster / global, worst distribution: {worst:.2f}" if worst else ""),
+            "",
+        ] + md_table(["distribution"] + names, body)
     ratio = lambda r: f"{r:.2f}" if r else "—"
     lines += ["## Verdict", ""] + md_table(
-        ["bins", "best cluster / global (worst distribution)", "partition / global (worst)", "global / partition (worst)",
-         "exchange / best other (worst)", "best other / exchange (worst)"],
-        [[str(b), ratio(w), ratio(pw), ratio(gw), ratio(ew), ratio(ow)] for b, w, pw, gw, ew, ow in verdicts])
+        [
+            "bins",
+            "best cluster / global (worst distribution)",
+            "partition / global (worst)",
+            "global / partition (worst)",
+            "exchange / best other (worst)",
+            "best other / exchange (worst)",
+        ],
+        [[str(b), ratio(w), ratio(pw), ratio(gw), ratio(ew), ratio(ow)] for b, w, pw, gw, ew, ow in verdicts],
+    )
     selected = " --bins " + " ".join(map(str, bins_list)) if args.bins else ""
     lines += ["", f"Reproduce: `python benchmarks/bench_plan.py{selected}`."]
     # A run of selected bin counts keeps its own section, beside the full run's.

@@ -58,8 +58,9 @@ def case_input(dtype: torch.dtype, bins: int, data_range: bool, gen: torch.Gener
     return torch.randint(0, bins, (n,), generator=gen, device="cuda", dtype=torch.int32).to(dtype)
 
 
-def run_case(dtype: torch.dtype, bins: int, rng: Optional[Tuple[float, float]], cub: Cub, copy_bw: float,
-             gen: torch.Generator) -> Dict[str, Optional[float]]:
+def run_case(
+    dtype: torch.dtype, bins: int, rng: Optional[Tuple[float, float]], cub: Cub, copy_bw: float, gen: torch.Generator
+) -> Dict[str, Optional[float]]:
     data_range = rng is None and dtype.is_floating_point
     x = case_input(dtype, bins, data_range, gen)
     lo, hi = rng if rng is not None else (None, None)
@@ -81,8 +82,9 @@ def run_case(dtype: torch.dtype, bins: int, rng: Optional[Tuple[float, float]], 
             pass
     if cub.available() and dtype in (torch.float32, torch.int32) and not data_range:
         call = cub.prepare(x, bins)
-        times["CUB HistogramEven"] = median_event_ms(call, WARMUP, REPS) if torch.equal(call().long(), expected) \
-            else None
+        times["CUB HistogramEven"] = (
+            median_event_ms(call, WARMUP, REPS) if torch.equal(call().long(), expected) else None
+        )
     return times
 
 
@@ -124,8 +126,10 @@ def main() -> int:
         times = run_case(dtype, bins, rng, cub, copy_bw, gen)
         torch.cuda.empty_cache()
         failed |= times["dsmhist"] is None
-        print(f"[{i}/{len(CASES)}] {label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()),
-              flush=True)
+        print(
+            f"[{i}/{len(CASES)}] {label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()),
+            flush=True,
+        )
         results.append((label, times))
     section = render(results, cub)
     write_results_section(SECTION, section, args.out_dir)

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from benchlib import RESULTS, event_ms, torch_dsmhist
+
 # (table heading's start, row label, dtype, n, bins): rows of the suite whose figures this re-measures.
 CASES = [
     ("## uniform", "256", torch.int32, 1 << 28, 256),
@@ -35,14 +36,17 @@ COLUMNS = {"dsmhist auto": None, "tier shared": "shared", "tier cluster": "clust
 
 def recorded(text: str, heading: str, label: str) -> Dict[str, float]:
     """The cells of row `label` in the first table under a heading starting with `heading`."""
-    section = text[text.index("\n" + heading):]
+    section = text[text.index("\n" + heading) :]
     lines = [line for line in section.splitlines()[1:] if line.startswith("|")]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     for line in lines[2:]:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if cells[0] == label:
-            return {name: float(re.sub(r"[^0-9.]", "", value)) for name, value in zip(header, cells)
-                    if re.fullmatch(r"[0-9.]+\*?", value)}
+            return {
+                name: float(re.sub(r"[^0-9.]", "", value))
+                for name, value in zip(header, cells)
+                if re.fullmatch(r"[0-9.]+\*?", value)
+            }
     raise KeyError(f"row {label!r} under {heading!r} not found in {RESULTS}")
 
 

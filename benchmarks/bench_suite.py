@@ -74,12 +74,20 @@ STARTED = time.perf_counter()
 TIERS = ("auto",) + tier_names()
 CONTENDERS = TIERS + ("bincount", "histc", "cub")
 # Contenders that cannot run inside a CUDA graph capture, timed by CUDA events instead in section "sizes".
-UNCAPTURABLE = {"bincount": "torch.bincount reads max() back to the host",
-                "cub": "the CUB harness launches on the stream it was prepared on"}
+UNCAPTURABLE = {
+    "bincount": "torch.bincount reads max() back to the host",
+    "cub": "the CUB harness launches on the stream it was prepared on",
+}
 # The most bins the CUB contender is run at (past it, see contender_call).
 CUB_MAX_BINS = 4194304
-LABELS = {"auto": "dsmhist auto", **{name: f"tier {name}" for name in TIERS[1:]},
-          "bincount": "torch.bincount", "histc": "torch.histc", "cub": "CUB HistogramEven", "empty": "empty kernel"}
+LABELS = {
+    "auto": "dsmhist auto",
+    **{name: f"tier {name}" for name in TIERS[1:]},
+    "bincount": "torch.bincount",
+    "histc": "torch.histc",
+    "cub": "CUB HistogramEven",
+    "empty": "empty kernel",
+}
 
 
 @dataclass(frozen=True)
@@ -96,11 +104,30 @@ class Config:
     slow_ms: float  # a contender slower than this on its first run is timed as the median of 3
 
 
-FULL = Config(2**28, DISTRIBUTIONS, (16, 64, 256, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576,
-                                     4194304, 16777216), 2**28, tuple(2**k for k in range(12, 29, 2)), (256, 65536),
-              2**20, 3, 15, 200.0)
-QUICK = Config(2**24, ("uniform", "one_hot", "zipf"), (64, 4096, 65536, 262144, 1048576), 2**24,
-               (2**12, 2**16, 2**20, 2**24), (256, 65536), 2**16, 2, 7, 50.0)
+FULL = Config(
+    2**28,
+    DISTRIBUTIONS,
+    (16, 64, 256, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576, 4194304, 16777216),
+    2**28,
+    tuple(2**k for k in range(12, 29, 2)),
+    (256, 65536),
+    2**20,
+    3,
+    15,
+    200.0,
+)
+QUICK = Config(
+    2**24,
+    ("uniform", "one_hot", "zipf"),
+    (64, 4096, 65536, 262144, 1048576),
+    2**24,
+    (2**12, 2**16, 2**20, 2**24),
+    (256, 65536),
+    2**16,
+    2,
+    7,
+    50.0,
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -129,17 +156,20 @@ def contender_call(name: str, x: torch.Tensor, bins: int, cub: Cub) -> Callable[
         if not cub.available():
             raise ValueError(cub.source)
         if bins > CUB_MAX_BINS:
-            raise ValueError(f"CUB's HistogramEven made an illegal memory access at 8388608 and 16777216 bins on the "
-                             f"H100 (2^28 int32, 2026-11-25), which ends the process's CUDA context: run up to "
-                             f"{CUB_MAX_BINS}")
+            raise ValueError(
+                f"CUB's HistogramEven made an illegal memory access at 8388608 and 16777216 bins on the "
+                f"H100 (2^28 int32, 2026-11-25), which ends the process's CUDA context: run up to "
+                f"{CUB_MAX_BINS}"
+            )
         if x.numel() > 2**31 - 1:
             raise ValueError("CUB's int counters hold 2^31 - 1")
         return cub.prepare(x, bins)
     raise ValueError(name)
 
 
-def measure(name: str, inputs: List[torch.Tensor], bins: int, reference: torch.Tensor, cub: Cub, cfg: Config,
-            section: str = "") -> Cell:
+def measure(
+    name: str, inputs: List[torch.Tensor], bins: int, reference: torch.Tensor, cub: Cub, cfg: Config, section: str = ""
+) -> Cell:
     """Check `name` on every rotated copy's first call against torch.bincount's reference, then time it over the
     copies: median ms of cfg.reps CUDA-event timings after cfg.warmup (3 runs after 1 when the first run is slow);
     in section "sizes", device time per call from CUDA-graph replays (graph_ms) where the call can be captured."""
@@ -192,12 +222,23 @@ def cases(cfg: Config, boundaries: Tuple[int, int]) -> List[Case]:
     bins = sorted(set(cfg.bins) | {shared, shared + 1, cluster, cluster + 1})
     found = [Case("bins", f"{b}", d, torch.int32, cfg.n, b) for d in cfg.distributions for b in bins]
     dtype_bins = (256, 4096, 65536) if cfg is FULL else (256, 65536)
-    found += [Case("dtypes", f"uint8, 2^{(4 * cfg.dtype_n).bit_length() - 1}, 256 bins", "uniform", torch.uint8,
-                   4 * cfg.dtype_n, 256)]
+    found += [
+        Case(
+            "dtypes",
+            f"uint8, 2^{(4 * cfg.dtype_n).bit_length() - 1}, 256 bins",
+            "uniform",
+            torch.uint8,
+            4 * cfg.dtype_n,
+            256,
+        )
+    ]
     for dtype in (torch.int32, torch.int64, torch.float32):
         found += [Case("dtypes", f"{str(dtype)[6:]}, {b} bins", "uniform", dtype, cfg.dtype_n, b) for b in dtype_bins]
-    found += [Case("sizes", f"2^{n.bit_length() - 1}, {b} bins", "uniform", torch.int32, n, b)
-              for b in cfg.size_bins for n in cfg.sizes]
+    found += [
+        Case("sizes", f"2^{n.bit_length() - 1}, {b} bins", "uniform", torch.int32, n, b)
+        for b in cfg.size_bins
+        for n in cfg.sizes
+    ]
     return found
 
 
@@ -220,11 +261,13 @@ def small_calls(cfg: Config) -> Dict[str, Dict[str, Cell]]:
         for bins in (8, 256):
             x = torch.randint(0, bins, (n,), device=DEVICE)
             xf = x.float()
-            row = {"auto": host_us(lambda: torch_dsmhist.histogram(x, bins)),
-                   "op": host_us(lambda: torch.ops.dsmhist.histogram(x, bins)),
-                   "bincount": host_us(lambda: torch.bincount(x, minlength=bins)),
-                   "histc": host_us(lambda: torch.histc(xf, bins, 0, bins)),
-                   "empty": host_us(scratch.zero_)}
+            row = {
+                "auto": host_us(lambda: torch_dsmhist.histogram(x, bins)),
+                "op": host_us(lambda: torch.ops.dsmhist.histogram(x, bins)),
+                "bincount": host_us(lambda: torch.bincount(x, minlength=bins)),
+                "histc": host_us(lambda: torch.histc(xf, bins, 0, bins)),
+                "empty": host_us(scratch.zero_),
+            }
             if not torch.equal(torch_dsmhist.histogram(x, bins), torch.bincount(x, minlength=bins)):
                 row["auto"] = Cell(row["auto"].value, "FAIL", "result differs from torch.bincount")
             rows[f"{n}, {bins}"] = row
@@ -255,8 +298,10 @@ def bandwidths(n_bytes: int) -> Tuple[float, float]:
 
 def speedups(cells: Dict[str, Cell]) -> Tuple[str, str]:
     """(best torch / auto, best other contender / auto) as text."""
+
     def ok(name: str) -> Optional[float]:
         return cells[name].measured if name in cells else None
+
     auto = ok("auto")
     torch_best = min(filter(None, (ok("bincount"), ok("histc"))), default=None)
     any_best = min(filter(None, (ok("bincount"), ok("histc"), ok("cub"))), default=None)
@@ -268,13 +313,26 @@ def table(rows: Sequence[Case], first: str, floor_ms: Callable[[Case], float]) -
     header = [first] + [LABELS[c] for c in CONTENDERS] + ["floor", "auto vs best torch", "auto vs best other"]
     body = []
     for case in rows:
-        body.append([case.label] + [case.cells[c].text() if c in case.cells else "" for c in CONTENDERS]
-                    + [fmt(floor_ms(case)), *speedups(case.cells)])
+        body.append(
+            [case.label]
+            + [case.cells[c].text() if c in case.cells else "" for c in CONTENDERS]
+            + [fmt(floor_ms(case)), *speedups(case.cells)]
+        )
     return md_table(header, body)
 
 
-def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries: Tuple[int, int], done: List[Case],
-           small: Dict[str, Dict[str, Cell]], cub: Cub, failures: List[str], seconds: float) -> str:
+def render(
+    cfg: Config,
+    quick: bool,
+    read_bw: float,
+    copy_bw: float,
+    boundaries: Tuple[int, int],
+    done: List[Case],
+    small: Dict[str, Dict[str, Cell]],
+    cub: Cub,
+    failures: List[str],
+    seconds: float,
+) -> str:
     props = torch.cuda.get_device_properties(0)
     shared, cluster = boundaries
 
@@ -302,50 +360,85 @@ def render(cfg: Config, quick: bool, read_bw: float, copy_bw: float, boundaries:
         def ms(section: str, distribution: str, label: str, contender: str) -> Optional[float]:
             case = index.get((section, distribution, label))
             return case.cells[contender].measured if case is not None and contender in case.cells else None
+
         lines += suite_targets.render(ms)
     for distribution in cfg.distributions:
         rows = [c for c in done if c.section == "bins" and c.distribution == distribution]
         if rows:
             lines += [f"## {distribution}: 2^{cfg.n.bit_length() - 1} int32 values, median ms by bins", ""]
             lines += table(rows, "bins", floor_ms)
-    lines += ["## dtypes (uniform), median ms", ""] + table([c for c in done if c.section == "dtypes"], "case",
-                                                            floor_ms)
-    lines += ["## sizes (uniform int32), ms of device time per call (CUDA-graph replay of 20 calls, median of the "
-              "replays)", ""] + table(
-        [c for c in done if c.section == "sizes"], "n, bins", floor_ms)
+    lines += ["## dtypes (uniform), median ms", ""] + table(
+        [c for c in done if c.section == "dtypes"], "case", floor_ms
+    )
+    lines += [
+        "## sizes (uniform int32), ms of device time per call (CUDA-graph replay of 20 calls, median of the replays)",
+        "",
+    ] + table([c for c in done if c.section == "sizes"], "n, bins", floor_ms)
     lines += ["## small calls, host-timed µs per call (int64 ids; `op`: torch.ops.dsmhist.histogram directly)", ""]
     names = ("auto", "op", "bincount", "histc", "empty")
-    lines += md_table(["n, bins"] + [LABELS.get(n, n) for n in names],
-                      ([key] + [row[n].text() for n in names] for key, row in small.items()))
+    lines += md_table(
+        ["n, bins"] + [LABELS.get(n, n) for n in names],
+        ([key] + [row[n].text() for n in names] for key, row in small.items()),
+    )
     notes: Dict[str, List[str]] = {}
     for case in done:
         for name, cell in case.cells.items():
             if cell.note:
                 note = re.sub(r" \(bins=[^)]*\)", "", cell.note)  # one line per kind of note, not per bin count
-                notes.setdefault(f"{'*' if cell.status == 'ok' else cell.status}: {note}", []).append(f"{LABELS[name]} @ {case.section} "
-                                                                           f"{case.distribution} {case.label}")
-    lines += ["## Notes", ""] + [f"- {note} — {', '.join(where[:6])}{' …' if len(where) > 6 else ''}"
-                                 for note, where in notes.items()]
-    lines += ["", "Plots: `benchmarks/plots/suite_*.png`. Reproduce: `python benchmarks/bench_suite.py` "
-              "(`--quick` for a smoke run)."]
+                notes.setdefault(f"{'*' if cell.status == 'ok' else cell.status}: {note}", []).append(
+                    f"{LABELS[name]} @ {case.section} {case.distribution} {case.label}"
+                )
+    lines += ["## Notes", ""] + [
+        f"- {note} — {', '.join(where[:6])}{' …' if len(where) > 6 else ''}" for note, where in notes.items()
+    ]
+    lines += [
+        "",
+        "Plots: `benchmarks/plots/suite_*.png`. Reproduce: `python benchmarks/bench_suite.py` "
+        "(`--quick` for a smoke run).",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def plot(done: List[Case], cfg: Config, read_bw: float, folder: Path) -> List[Path]:
-    groups = [(f"suite_bins_{d}.png", "bins", [c for c in done if c.section == "bins" and c.distribution == d],
-               f"{d}, 2^{cfg.n.bit_length() - 1} int32") for d in cfg.distributions]
-    groups += [(f"suite_sizes_{b}.png", "n", [c for c in done if c.section == "sizes" and c.bins == b],
-                f"uniform int32, {b} bins") for b in cfg.size_bins]
+    groups = [
+        (
+            f"suite_bins_{d}.png",
+            "bins",
+            [c for c in done if c.section == "bins" and c.distribution == d],
+            f"{d}, 2^{cfg.n.bit_length() - 1} int32",
+        )
+        for d in cfg.distributions
+    ]
+    groups += [
+        (
+            f"suite_sizes_{b}.png",
+            "n",
+            [c for c in done if c.section == "sizes" and c.bins == b],
+            f"uniform int32, {b} bins",
+        )
+        for b in cfg.size_bins
+    ]
     written = []
     for filename, axis, rows, title in groups:
         if not rows:
             continue
-        series = {LABELS[name]: [(c.bins if axis == "bins" else c.n, c.n / (c.cells[name].measured * 1e-3))
-                                 for c in rows if name in c.cells and c.cells[name].measured]
-                  for name in CONTENDERS}
+        series = {
+            LABELS[name]: [
+                (c.bins if axis == "bins" else c.n, c.n / (c.cells[name].measured * 1e-3))
+                for c in rows
+                if name in c.cells and c.cells[name].measured
+            ]
+            for name in CONTENDERS
+        }
         path = folder / filename
-        if not throughput_plot(path, series, f"{torch.cuda.get_device_name(0)}: {title}", axis,
-                               floor=(read_bw / 4, "floor: HBM read bandwidth / 4 B"), fontsize=7):
+        if not throughput_plot(
+            path,
+            series,
+            f"{torch.cuda.get_device_name(0)}: {title}",
+            axis,
+            floor=(read_bw / 4, "floor: HBM read bandwidth / 4 B"),
+            fontsize=7,
+        ):
             return []
         written.append(path)
     return written
@@ -363,8 +456,10 @@ def main() -> int:
     cfg = QUICK if args.quick else FULL
     cub = Cub(not args.no_cub)
     read_bw, copy_bw = bandwidths(2**31 if not args.quick else 2**29)
-    log(f"{torch.cuda.get_device_name(0)}: read {read_bw / 1e12:.2f} TB/s, copy {copy_bw / 1e12:.2f} TB/s; "
-        f"CUB: {cub.source}")
+    log(
+        f"{torch.cuda.get_device_name(0)}: read {read_bw / 1e12:.2f} TB/s, copy {copy_bw / 1e12:.2f} TB/s; "
+        f"CUB: {cub.source}"
+    )
     l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
     boundaries = device_boundaries()
     todo = cases(cfg, boundaries)
@@ -373,13 +468,18 @@ def main() -> int:
 
     def report(complete: bool) -> Tuple[str, List[str]]:
         """Render and write what is measured so far (every case), so a run cut short still leaves its figures."""
-        failures = [f"{LABELS[n]} @ {c.section} {c.distribution} {c.label}: {cell.status} ({cell.note})"
-                    for c in done for n, cell in c.cells.items() if cell.failed]
+        failures = [
+            f"{LABELS[n]} @ {c.section} {c.distribution} {c.label}: {cell.status} ({cell.note})"
+            for c in done
+            for n, cell in c.cells.items()
+            if cell.failed
+        ]
         failures += [f"{key}: {cell.status}" for key, row in small.items() for cell in row.values() if cell.failed]
         if not complete:
             failures.append(f"INCOMPLETE RUN: {len(done)} of {len(todo)} cases measured so far")
-        section = render(cfg, args.quick, read_bw, copy_bw, boundaries, done, small, cub, failures,
-                         time.perf_counter() - STARTED)
+        section = render(
+            cfg, args.quick, read_bw, copy_bw, boundaries, done, small, cub, failures, time.perf_counter() - STARTED
+        )
         write_results_section(SECTION, section, args.out_dir)
         return section, failures
 

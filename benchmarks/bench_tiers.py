@@ -54,8 +54,13 @@ SMALL_CALLS = 200
 # The automatic plan and every tier the planner may pick, from the extension's tier table.
 DSM = ("auto",) + tier_names(planner_only=True)
 CONTENDERS = DSM + ("bincount", "histc")
-LABELS = {"auto": "dsmhist auto", **{name: f"tier {name}" for name in DSM[1:]},
-          "bincount": "torch.bincount", "histc": "torch.histc(float)", "empty": "empty kernel"}
+LABELS = {
+    "auto": "dsmhist auto",
+    **{name: f"tier {name}" for name in DSM[1:]},
+    "bincount": "torch.bincount",
+    "histc": "torch.histc(float)",
+    "empty": "empty kernel",
+}
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,9 @@ def call_for(name: str) -> Callable[[torch.Tensor, int], torch.Tensor]:
     return lambda x, bins: forced(name, x, bins)()
 
 
-def timed_call(call: Callable[[torch.Tensor, int], torch.Tensor], x: torch.Tensor, bins: int
-               ) -> Tuple[List[torch.Tensor], float]:
+def timed_call(
+    call: Callable[[torch.Tensor, int], torch.Tensor], x: torch.Tensor, bins: int
+) -> Tuple[List[torch.Tensor], float]:
     """One event-timed call: ([its result], ms)."""
     out: List[torch.Tensor] = []
     return out, event_ms(lambda: out.append(call(x, bins)), 1)[0]
@@ -119,10 +125,19 @@ def measure(name: str, x: torch.Tensor, bins: int, reference: Optional[torch.Ten
     if not passed:
         return Cell(None if skip else ms, "FAIL", "result differs from torch.bincount")
     if skip:
-        return Cell(estimate * PROBE_DIV, "skip", f"one run estimated at {estimate * PROBE_DIV / 1e3:.1f} s from "
-                    f"1/{PROBE_DIV} of the input (counts checked on that part): not timed")
-    return Cell(ms, "ok", "" if reps == REPS else f"median of {reps} runs after 1 warm-up (a slow first run or "
-                f"past the {BUDGET_S:g} s time budget)")
+        return Cell(
+            estimate * PROBE_DIV,
+            "skip",
+            f"one run estimated at {estimate * PROBE_DIV / 1e3:.1f} s from "
+            f"1/{PROBE_DIV} of the input (counts checked on that part): not timed",
+        )
+    return Cell(
+        ms,
+        "ok",
+        ""
+        if reps == REPS
+        else f"median of {reps} runs after 1 warm-up (a slow first run or past the {BUDGET_S:g} s time budget)",
+    )
 
 
 def bench_row(x: torch.Tensor, bins: int) -> Row:
@@ -148,16 +163,27 @@ def run_cases(cases: Sequence[Tuple[str, int, Callable[[], torch.Tensor]]], desc
 
 
 def large_cases(cfg: Config) -> List[Tuple[str, int, Callable[[], torch.Tensor]]]:
-    return [(str(b), b, lambda b=b: torch.randint(0, b, (cfg.n_large,), device="cuda", dtype=torch.int32))
-            for b in cfg.bins]
+    return [
+        (str(b), b, lambda b=b: torch.randint(0, b, (cfg.n_large,), device="cuda", dtype=torch.int32)) for b in cfg.bins
+    ]
 
 
 def adversarial_cases(cfg: Config) -> List[Tuple[str, int, Callable[[], torch.Tensor]]]:
     hot, u8 = cfg.n_hot.bit_length() - 1, cfg.n_u8.bit_length() - 1
-    return [(f"one hot bin (all 7), 2^{hot} int32, bins={b}", b,
-             lambda: torch.full((cfg.n_hot,), 7, dtype=torch.int32, device="cuda")) for b in cfg.hot_bins] + [
-        (f"uniform 2^{u8} uint8, bins=256", 256,
-         lambda: torch.randint(0, 256, (cfg.n_u8,), dtype=torch.uint8, device="cuda"))]
+    return [
+        (
+            f"one hot bin (all 7), 2^{hot} int32, bins={b}",
+            b,
+            lambda: torch.full((cfg.n_hot,), 7, dtype=torch.int32, device="cuda"),
+        )
+        for b in cfg.hot_bins
+    ] + [
+        (
+            f"uniform 2^{u8} uint8, bins=256",
+            256,
+            lambda: torch.randint(0, 256, (cfg.n_u8,), dtype=torch.uint8, device="cuda"),
+        )
+    ]
 
 
 def copy_bandwidth(n_bytes: int) -> float:
@@ -183,9 +209,12 @@ def small_inputs(cfg: Config) -> Dict[str, Row]:
         auto = host_us(lambda: torch_dsmhist.histogram(x, bins), SMALL_CALLS)
         if not torch.equal(torch_dsmhist.histogram(x, bins), torch.bincount(x, minlength=bins)):
             auto.status, auto.note = "FAIL", "result differs from torch.bincount"
-        rows[label] = {"auto": auto, "bincount": host_us(lambda: torch.bincount(x, minlength=bins), SMALL_CALLS),
-                           "histc": host_us(lambda: torch.histc(x_float, bins, 0, bins), SMALL_CALLS),
-                           "empty": host_us(scratch.zero_, SMALL_CALLS)}
+        rows[label] = {
+            "auto": auto,
+            "bincount": host_us(lambda: torch.bincount(x, minlength=bins), SMALL_CALLS),
+            "histc": host_us(lambda: torch.histc(x_float, bins, 0, bins), SMALL_CALLS),
+            "empty": host_us(scratch.zero_, SMALL_CALLS),
+        }
     return rows
 
 
@@ -198,35 +227,50 @@ def speedup(row: Row) -> str:
 
 def timing_table(first: str, rows: Dict, names: Sequence[str] = CONTENDERS) -> List[str]:
     header = [first] + [LABELS[k] for k in names] + ["auto speedup vs best torch"]
-    return md_table(header, ([str(key)] + [row[k].text() for k in names] + [speedup(row)]
-                             for key, row in rows.items()))
+    return md_table(header, ([str(key)] + [row[k].text() for k in names] + [speedup(row)] for key, row in rows.items()))
 
 
-def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict[str, Row],
-           small: Dict[str, Row], failures: List[str]) -> str:
+def render(
+    cfg: Config,
+    quick: bool,
+    bw: float,
+    large: Dict[str, Row],
+    adv: Dict[str, Row],
+    small: Dict[str, Row],
+    failures: List[str],
+) -> str:
     props = torch.cuda.get_device_properties(0)
     floor_ms = 4 * cfg.n_large / bw * 1e3
     lines = ["# torch_dsmhist tier benchmark" + (" (--quick smoke run, not reference numbers)" if quick else ""), ""]
     if failures:
         lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
-    lines += [f"- Device: {torch.cuda.get_device_name(0)}, {props.multi_processor_count} SMs",
-              f"- torch {torch.__version__}, CUDA {torch.version.cuda}; torch_dsmhist {torch_dsmhist.__version__}",
-              f"- Date: {today()}; git commit: {git_commit()}",
-              f"- Copy bandwidth: {bw / 1e12:.2f} TB/s ({cfg.copy_bytes / 2**30:g} GiB device-to-device copy, "
-              f"bytes read + written / median time); floor for reading 2^{cfg.n_large.bit_length() - 1} int32 once "
-              f"at that rate: {floor_ms:.3f} ms ({bw / 4 / 1e9:.0f} G elements/s)", "",
-              f"## Large inputs: 2^{cfg.n_large.bit_length() - 1} uniform int32 values, median ms of {REPS} "
-              "(CUDA events)", ""]
+    lines += [
+        f"- Device: {torch.cuda.get_device_name(0)}, {props.multi_processor_count} SMs",
+        f"- torch {torch.__version__}, CUDA {torch.version.cuda}; torch_dsmhist {torch_dsmhist.__version__}",
+        f"- Date: {today()}; git commit: {git_commit()}",
+        f"- Copy bandwidth: {bw / 1e12:.2f} TB/s ({cfg.copy_bytes / 2**30:g} GiB device-to-device copy, "
+        f"bytes read + written / median time); floor for reading 2^{cfg.n_large.bit_length() - 1} int32 once "
+        f"at that rate: {floor_ms:.3f} ms ({bw / 4 / 1e9:.0f} G elements/s)",
+        "",
+        f"## Large inputs: 2^{cfg.n_large.bit_length() - 1} uniform int32 values, median ms of {REPS} (CUDA events)",
+        "",
+    ]
     lines += timing_table("bins", large)
     lines += ["## Adversarial inputs (median ms)", ""] + timing_table("case", adv)
     plan_rows = [(str(b), torch_dsmhist.plan(b)) for b in cfg.bins]
     plan_rows.append(("256 (uint8)", torch_dsmhist.plan(256, dtype=torch.uint8)))
     lines += ["## Plans chosen (auto)", ""] + md_table(
         ["bins", "tier", "cluster size", "shared bytes / block", "threads / block", "bins / block"],
-        ([b, p.tier, p.cluster_size, p.shared_bytes_per_block, p.threads_per_block, p.bins_per_block]
-         for b, p in plan_rows))
-    lines += [f"## Small inputs (MoE token counting): int64 ids, host-timed µs per call ({SMALL_CALLS} calls, "
-              "one synchronize)", ""]
+        (
+            [b, p.tier, p.cluster_size, p.shared_bytes_per_block, p.threads_per_block, p.bins_per_block]
+            for b, p in plan_rows
+        ),
+    )
+    lines += [
+        f"## Small inputs (MoE token counting): int64 ids, host-timed µs per call ({SMALL_CALLS} calls, "
+        "one synchronize)",
+        "",
+    ]
     lines += timing_table("n, bins", small, ("auto", "bincount", "histc", "empty"))
     notes: Dict[str, List[str]] = {}
     for section in (large, adv, small):
@@ -234,20 +278,38 @@ def render(cfg: Config, quick: bool, bw: float, large: Dict[str, Row], adv: Dict
             for name, cell in row.items():
                 if cell.note:
                     notes.setdefault(f"{cell.status if cell.status != 'ok' else '*'}: {cell.note}", []).append(
-                        f"{LABELS[name]} @ {key}")
-    lines += ["## Notes", "", "- n/a: the forced tier cannot hold these bins (ValueError). skip: estimated over "
-              f"{GUARD_S:g} s per run. *: see below. Speedup = min(bincount, histc) / auto."]
+                        f"{LABELS[name]} @ {key}"
+                    )
+    lines += [
+        "## Notes",
+        "",
+        "- n/a: the forced tier cannot hold these bins (ValueError). skip: estimated over "
+        f"{GUARD_S:g} s per run. *: see below. Speedup = min(bincount, histc) / auto.",
+    ]
     lines += [f"- {note} — {', '.join(where)}" for note, where in notes.items()]
-    lines += ["", "## How to reproduce", "", "`python benchmarks/bench_tiers.py` (add `--quick` for a smoke run, "
-              "`--out-dir DIR` to copy the results)", ""]
+    lines += [
+        "",
+        "## How to reproduce",
+        "",
+        "`python benchmarks/bench_tiers.py` (add `--quick` for a smoke run, `--out-dir DIR` to copy the results)",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def plot(large: Dict[str, Row], n: int, bw: float, path: Path) -> bool:
-    series = {LABELS[name]: [(int(b), n / (r[name].measured * 1e-3)) for b, r in large.items() if r[name].measured]
-              for name in CONTENDERS}
-    return throughput_plot(path, series, f"{torch.cuda.get_device_name(0)}: 2^{n.bit_length() - 1} uniform int32 "
-                           "values", "bins", floor=(bw / 4, "read floor (copy bandwidth / 4 B)"), dpi=120)
+    series = {
+        LABELS[name]: [(int(b), n / (r[name].measured * 1e-3)) for b, r in large.items() if r[name].measured]
+        for name in CONTENDERS
+    }
+    return throughput_plot(
+        path,
+        series,
+        f"{torch.cuda.get_device_name(0)}: 2^{n.bit_length() - 1} uniform int32 values",
+        "bins",
+        floor=(bw / 4, "read floor (copy bandwidth / 4 B)"),
+        dpi=120,
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -256,9 +318,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md and the plot into this directory")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or not torch_dsmhist.built_with_cuda():
-        print(f"bench_tiers: needs a CUDA device and a CUDA build of torch_dsmhist (CUDA device: "
-              f"{torch.cuda.is_available()}, built with CUDA: {torch_dsmhist.built_with_cuda()}); "
-              "nothing measured, RESULTS.md not written.")
+        print(
+            f"bench_tiers: needs a CUDA device and a CUDA build of torch_dsmhist (CUDA device: "
+            f"{torch.cuda.is_available()}, built with CUDA: {torch_dsmhist.built_with_cuda()}); "
+            "nothing measured, RESULTS.md not written."
+        )
         return 0
     cfg = QUICK if args.quick else FULL
     torch.manual_seed(0)
@@ -267,8 +331,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log(f"copy bandwidth {bw / 1e12:.2f} TB/s")
     large = run_cases(large_cases(cfg), "large sweep, bins")
     adv, small = run_cases(adversarial_cases(cfg), "adversarial"), small_inputs(cfg)
-    failures = [f"{LABELS[name]} @ {key}: {cell.status} ({cell.note})" for section in (large, adv, small)
-                for key, row in section.items() for name, cell in row.items() if cell.failed]
+    failures = [
+        f"{LABELS[name]} @ {key}: {cell.status} ({cell.note})"
+        for section in (large, adv, small)
+        for key, row in section.items()
+        for name, cell in row.items()
+        if cell.failed
+    ]
     report = render(cfg, args.quick, bw, large, adv, small, failures)
     print(report)
     write_results_section(SECTION, report)

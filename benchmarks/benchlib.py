@@ -50,6 +50,7 @@ def git_commit() -> str:
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10, check=True).stdout
+
     try:
         return git("rev-parse", "--short", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno") else "")
     except (OSError, subprocess.SubprocessError):
@@ -69,6 +70,7 @@ def cpu_name() -> str:
     except OSError:
         pass
     import platform
+
     return platform.processor() or "unknown CPU"
 
 
@@ -192,8 +194,9 @@ def wall_median_ms(fn: Callable[[], object], reps: int, slow_s: float = 2.0) -> 
 DISTRIBUTIONS = ("uniform", "normal", "one_hot", "zipf", "sorted")
 
 
-def make_values(distribution: str, n: int, bins: int, dtype: torch.dtype, gen: torch.Generator,
-                device: str = "cuda") -> torch.Tensor:
+def make_values(
+    distribution: str, n: int, bins: int, dtype: torch.dtype, gen: torch.Generator, device: str = "cuda"
+) -> torch.Tensor:
     """n integer values in [0, bins) of `distribution`, as `dtype` (exact in float32 below 2^24 bins)."""
     if distribution == "uniform":
         v = torch.randint(0, bins, (n,), generator=gen, device=device)
@@ -249,12 +252,20 @@ def histc(x_float: torch.Tensor, bins: int) -> torch.Tensor:
     return torch.histc(x_float, bins, 0, bins)
 
 
-def forced(tier: str, x: torch.Tensor, bins: int, lo: Optional[float] = None, hi: Optional[float] = None,
-           cluster_size: Optional[int] = None) -> Callable[[], torch.Tensor]:
+def forced(
+    tier: str,
+    x: torch.Tensor,
+    bins: int,
+    lo: Optional[float] = None,
+    hi: Optional[float] = None,
+    cluster_size: Optional[int] = None,
+) -> Callable[[], torch.Tensor]:
     """A no-argument call of torch_dsmhist.histogram on x with `tier` forced ("auto": the planner's choice)."""
+
     def call() -> torch.Tensor:
         with torch_dsmhist.force_tier(tier, cluster_size):
             return torch_dsmhist.histogram(x, bins, lo, hi)
+
     return call
 
 
@@ -270,9 +281,23 @@ def cuda_library(source_name: str) -> Tuple[ctypes.CDLL, str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         nvcc = os.environ.get("NVCC", "nvcc")
         log(f"building {source.name} with {nvcc} (once) ...")
-        subprocess.run([nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
-                        f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
-                        "-o", str(target), str(source)], check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                nvcc,
+                "-O3",
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-std=c++17",
+                f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
+                "-o",
+                str(target),
+                str(source),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     return ctypes.CDLL(str(target)), target.name
 
 
@@ -298,6 +323,7 @@ class Cub:
         if importlib.util.find_spec("cupy") is not None:
             os.environ.setdefault("CUPY_ACCELERATORS", "cub")
             import cupy
+
             self.cupy = cupy
             self.source = "CuPy cupy.histogram (CUB HistogramRange via CUPY_ACCELERATORS=cub)"
         else:
@@ -316,19 +342,41 @@ class Cub:
         name = {torch.uint8: "uint8", torch.int32: "int32", torch.int64: "int64", torch.float32: "float32"}[x.dtype]
         entry = getattr(self.library, f"cub_histogram_even_{name}")
         level = {"int64": ctypes.c_longlong, "float32": ctypes.c_float}.get(name, ctypes.c_int)
-        entry.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_int, level, level, ctypes.c_longlong, ctypes.c_void_p]
+        entry.argtypes = [
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            level,
+            level,
+            ctypes.c_longlong,
+            ctypes.c_void_p,
+        ]
         temp_bytes = ctypes.c_size_t(0)
         out = torch.empty(bins, dtype=torch.int32, device=x.device)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        _cub_check(entry(None, ctypes.byref(temp_bytes), x.data_ptr(), out.data_ptr(), bins, 0, bins, x.numel(),
-                         stream))
+        _cub_check(
+            entry(None, ctypes.byref(temp_bytes), x.data_ptr(), out.data_ptr(), bins, 0, bins, x.numel(), stream)
+        )
         temp = torch.empty(max(1, temp_bytes.value), dtype=torch.uint8, device=x.device)
 
         def call() -> torch.Tensor:
-            _cub_check(entry(temp.data_ptr(), ctypes.byref(temp_bytes), x.data_ptr(), out.data_ptr(), bins, 0, bins,
-                             x.numel(), stream))
+            _cub_check(
+                entry(
+                    temp.data_ptr(),
+                    ctypes.byref(temp_bytes),
+                    x.data_ptr(),
+                    out.data_ptr(),
+                    bins,
+                    0,
+                    bins,
+                    x.numel(),
+                    stream,
+                )
+            )
             return out
+
         return call
 
 
@@ -386,7 +434,7 @@ def write_results_section(name: str, body: str, out_dir: Optional[Path] = None) 
     section = f"{begin}\n{body.strip(chr(10))}\n{end}"
     text = RESULTS.read_text() if RESULTS.exists() else ""
     if begin in text and end in text:
-        text = text[: text.index(begin)] + section + text[text.index(end) + len(end):]
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
     else:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section + "\n"
     RESULTS.write_text(text)
@@ -396,17 +444,27 @@ def write_results_section(name: str, body: str, out_dir: Optional[Path] = None) 
     return section
 
 
-def throughput_plot(path: Path, series: Dict[str, Sequence[Tuple[float, float]]], title: str, xlabel: str,
-                    ylabel: str = "elements / s", floor: Optional[Tuple[float, str]] = None,
-                    styles: Optional[Dict[str, Dict[str, Any]]] = None, figsize: Tuple[float, float] = (8, 5),
-                    dpi: int = 110, fontsize: int = 8) -> bool:
+def throughput_plot(
+    path: Path,
+    series: Dict[str, Sequence[Tuple[float, float]]],
+    title: str,
+    xlabel: str,
+    ylabel: str = "elements / s",
+    floor: Optional[Tuple[float, str]] = None,
+    styles: Optional[Dict[str, Dict[str, Any]]] = None,
+    figsize: Tuple[float, float] = (8, 5),
+    dpi: int = 110,
+    fontsize: int = 8,
+) -> bool:
     """A log-log plot of (x, throughput) points per label (x in powers of 2), with an optional horizontal floor
     (value, label), saved as PNG at `path`. False when matplotlib is missing."""
     if importlib.util.find_spec("matplotlib") is None:
         return False
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=figsize)
     for label, points in series.items():
         if points:

@@ -16,9 +16,9 @@ template <typename Sample, typename Level>
 int histogram_even(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins, Level lower,
                    Level upper, long long count, void* stream) {
   size_t bytes = *temp_bytes;
-  const cudaError_t status = cub::DeviceHistogram::HistogramEven(
-      temp, bytes, static_cast<const Sample*>(samples), histogram, bins + 1, lower, upper,
-      static_cast<int64_t>(count), static_cast<cudaStream_t>(stream));
+  const cudaError_t status =
+      cub::DeviceHistogram::HistogramEven(temp, bytes, static_cast<const Sample*>(samples), histogram, bins + 1, lower,
+                                          upper, static_cast<int64_t>(count), static_cast<cudaStream_t>(stream));
   *temp_bytes = bytes;
   return static_cast<int>(status);
 }
@@ -27,20 +27,19 @@ int histogram_even(void* temp, size_t* temp_bytes, const void* samples, int* his
 
 extern "C" {
 
-int cub_histogram_even_uint8(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins,
-                             int lower, int upper, long long count, void* stream) {
+int cub_histogram_even_uint8(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins, int lower,
+                             int upper, long long count, void* stream) {
   return histogram_even<uint8_t, int>(temp, temp_bytes, samples, histogram, bins, lower, upper, count, stream);
 }
 
-int cub_histogram_even_int32(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins,
-                             int lower, int upper, long long count, void* stream) {
+int cub_histogram_even_int32(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins, int lower,
+                             int upper, long long count, void* stream) {
   return histogram_even<int32_t, int>(temp, temp_bytes, samples, histogram, bins, lower, upper, count, stream);
 }
 
 int cub_histogram_even_int64(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins,
                              long long lower, long long upper, long long count, void* stream) {
-  return histogram_even<long long, long long>(temp, temp_bytes, samples, histogram, bins, lower, upper, count,
-                                              stream);
+  return histogram_even<long long, long long>(temp, temp_bytes, samples, histogram, bins, lower, upper, count, stream);
 }
 
 int cub_histogram_even_float32(void* temp, size_t* temp_bytes, const void* samples, int* histogram, int bins,

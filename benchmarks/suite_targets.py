@@ -15,16 +15,19 @@ FILED_MS = {131072: 0.98, 262144: 3.27, 1048576: 3.25, 4194304: 4.50, 16777216: 
 SKEWED = ("normal", "one_hot", "zipf", "sorted")
 # The bin counts of the skewed-data and "when filed" targets (the issue's 128K-16M).
 LARGE_BINS = (131072, 262144, 524288, 1048576, 4194304, 16777216)
-NOT_MEASURED_HERE = ("batched_histogram's long rows (bench_batched.py), the 8.0+PTX build (NOTES.md) and the "
-                     "workspace bound (README, tests/test_limits.py) are measured elsewhere")
+NOT_MEASURED_HERE = (
+    "batched_histogram's long rows (bench_batched.py), the 8.0+PTX build (NOTES.md) and the "
+    "workspace bound (README, tests/test_limits.py) are measured elsewhere"
+)
 
 
 def _over_limit(ours: float, limit_ms: float) -> str:
     return f"{fmt(ours)} ms is {ours / limit_ms:.2f}x the {fmt(limit_ms)} ms target"
 
 
-def _time_target(ms: Lookup, bin_counts: Sequence[int], limit_ms: float,
-                 histc_times: Optional[float] = None) -> Tuple[str, str]:
+def _time_target(
+    ms: Lookup, bin_counts: Sequence[int], limit_ms: float, histc_times: Optional[float] = None
+) -> Tuple[str, str]:
     """(figure, verdict) of "at most limit_ms (and at least histc_times x torch.histc)" on uniform data at every bin
     count of bin_counts."""
     ours = [ms("bins", "uniform", str(b), "auto") for b in bin_counts]
@@ -46,20 +49,31 @@ def judge(ms: Lookup) -> List[Tuple[str, str, str]]:
     """(target, this run's figure, verdict) for every target of issue 15 a suite case measures."""
     rows = []
     for target, bin_counts, limit_ms, histc_times in (
-            ("128K bins: <= 0.6 ms", (131072,), 0.6, None),
-            ("256K-1M bins: <= 0.8 ms, >= 3.9x torch.histc", (262144, 524288, 1048576), 0.8, 3.9),
-            ("4M bins: <= 1.0 ms", (4194304,), 1.0, None),
-            ("16M bins: <= 1.6 ms, >= 7.5x torch.histc", (16777216,), 1.6, 7.5)):
+        ("128K bins: <= 0.6 ms", (131072,), 0.6, None),
+        ("256K-1M bins: <= 0.8 ms, >= 3.9x torch.histc", (262144, 524288, 1048576), 0.8, 3.9),
+        ("4M bins: <= 1.0 ms", (4194304,), 1.0, None),
+        ("16M bins: <= 1.6 ms, >= 7.5x torch.histc", (16777216,), 1.6, 7.5),
+    ):
         rows.append((target, *_time_target(ms, bin_counts, limit_ms, histc_times)))
 
     uniform = {b: ms("bins", "uniform", str(b), "auto") for b in LARGE_BINS}
     target = "no distribution > 1.25x uniform's time at the same bins (128K-16M)"
-    ratios = [(skewed / uniform[b], d, b) for b in LARGE_BINS if uniform[b] for d in SKEWED
-              if (skewed := ms("bins", d, str(b), "auto"))]
+    ratios = [
+        (skewed / uniform[b], d, b)
+        for b in LARGE_BINS
+        if uniform[b]
+        for d in SKEWED
+        if (skewed := ms("bins", d, str(b), "auto"))
+    ]
     if ratios:
         worst, dist, bins = max(ratios)
-        rows.append((target, f"worst {worst:.2f}x ({dist}, {bins} bins)",
-                     "met" if worst <= 1.25 else f"missed: {worst:.2f}x at {bins} bins ({dist})"))
+        rows.append(
+            (
+                target,
+                f"worst {worst:.2f}x ({dist}, {bins} bins)",
+                "met" if worst <= 1.25 else f"missed: {worst:.2f}x at {bins} bins ({dist})",
+            )
+        )
     else:
         rows.append((target, "—", "not measured"))
 
@@ -67,13 +81,20 @@ def judge(ms: Lookup) -> List[Tuple[str, str, str]]:
     then = [(uniform[b] / filed, b) for b, filed in FILED_MS.items() if uniform[b] is not None]
     if then:
         worst, bins = max(then)
-        rows.append((target, f"worst {worst:.2f}x of then ({bins} bins)",
-                     "met" if worst <= 1.0 else f"missed: {worst:.2f}x at {bins} bins"))
+        rows.append(
+            (
+                target,
+                f"worst {worst:.2f}x of then ({bins} bins)",
+                "met" if worst <= 1.0 else f"missed: {worst:.2f}x at {bins} bins",
+            )
+        )
     else:
         rows.append((target, "—", "not measured"))
 
-    for target, label, limit_ms in (("uint8, 2^30 values, 256 bins: <= 0.45 ms", "uint8, 2^30, 256 bins", 0.45),
-                                    ("float32 with a range, 256 bins: <= 0.36 ms", "float32, 256 bins", 0.36)):
+    for target, label, limit_ms in (
+        ("uint8, 2^30 values, 256 bins: <= 0.45 ms", "uint8, 2^30, 256 bins", 0.45),
+        ("float32 with a range, 256 bins: <= 0.36 ms", "float32, 256 bins", 0.36),
+    ):
         ours = ms("dtypes", "uniform", label, "auto")
         if ours is None:
             rows.append((target, "—", "not measured"))
@@ -83,13 +104,18 @@ def judge(ms: Lookup) -> List[Tuple[str, str, str]]:
 
     target = "2^16-2^20 values at 65536 bins: device time <= torch.histc's"
     labels = {k: f"2^{k}, 65536 bins" for k in (16, 18, 20)}
-    pairs = [(ms("sizes", "uniform", label, "auto"), ms("sizes", "uniform", label, "histc"), k)
-             for k, label in labels.items()]
+    pairs = [
+        (ms("sizes", "uniform", label, "auto"), ms("sizes", "uniform", label, "histc"), k)
+        for k, label in labels.items()
+    ]
     if any(ours is None or histc is None for ours, histc, _ in pairs):
         rows.append((target, "—", "not measured"))
     else:
-        figure = " / ".join(f"{ours * 1e3:.3g}" for ours, _, _ in pairs) + " µs against " + \
-            " / ".join(f"{histc * 1e3:.3g}" for _, histc, _ in pairs)
+        figure = (
+            " / ".join(f"{ours * 1e3:.3g}" for ours, _, _ in pairs)
+            + " µs against "
+            + " / ".join(f"{histc * 1e3:.3g}" for _, histc, _ in pairs)
+        )
         misses = [f"2^{k} {ours / histc:.2f}x torch.histc" for ours, histc, k in pairs if ours > histc]
         rows.append((target, figure, "missed: " + ", ".join(misses) if misses else "met"))
     return rows

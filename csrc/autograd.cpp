@@ -25,7 +25,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 using HistogramSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<double>, std::optional<double>,
-                                      const std::optional<at::Tensor>&, c10::string_view, std::optional<at::ScalarType>);
+                                      const std::optional<at::Tensor>&, c10::string_view,
+                                      std::optional<at::ScalarType>);
 using RangeKeysSignature = at::Tensor(const at::Tensor&, int64_t, const at::Tensor&, const std::optional<at::Tensor>&,
                                       c10::string_view, std::optional<at::ScalarType>, bool);
 using BinIndicesSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<double>, std::optional<double>,
@@ -46,15 +47,15 @@ bool weight_needs_grad(const std::optional<at::Tensor>& weight) {
 at::Tensor gather_weight_grad(at::Tensor indices, const at::Tensor& grad, at::ScalarType weight_dtype) {
   const at::Tensor dropped = indices.lt(0);
   indices.clamp_min_(0);
-  at::Tensor picked = grad.dim() == 1 ? grad.index_select(0, indices.reshape({-1})).view(indices.sizes())
-                                      : grad.gather(-1, indices);
+  at::Tensor picked =
+      grad.dim() == 1 ? grad.index_select(0, indices.reshape({-1})).view(indices.sizes()) : grad.gather(-1, indices);
   indices.reset();
   picked.masked_fill_(dropped, 0);
   return picked.to(weight_dtype);
 }
 
-using EdgesSignature = at::Tensor(const at::Tensor&, at::TensorList, const std::optional<at::Tensor>&,
-                                  c10::string_view, std::optional<at::ScalarType>);
+using EdgesSignature = at::Tensor(const at::Tensor&, at::TensorList, const std::optional<at::Tensor>&, c10::string_view,
+                                  std::optional<at::ScalarType>);
 using HistogramEdgesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                            c10::string_view, std::optional<at::ScalarType>);
 using EdgeBinIndicesSignature = at::Tensor(const at::Tensor&, at::TensorList, c10::string_view);
@@ -138,9 +139,9 @@ struct WeightedHistogram : public torch::autograd::Function<WeightedHistogram<Ba
     static const auto bin_indices = find_op<BinIndicesSignature>("dsmhist::_bin_indices");
     const at::Tensor input = ctx->get_saved_variables()[0];
     const std::string out_of_range = ctx->saved_data["out_of_range"].toStringRef();
-    at::Tensor indices = bin_indices.call(input, ctx->saved_data["bins"].toInt(),
-                                          ctx->saved_data["min"].toOptional<double>(),
-                                          ctx->saved_data["max"].toOptional<double>(), out_of_range, std::nullopt);
+    at::Tensor indices =
+        bin_indices.call(input, ctx->saved_data["bins"].toInt(), ctx->saved_data["min"].toOptional<double>(),
+                         ctx->saved_data["max"].toOptional<double>(), out_of_range, std::nullopt);
     at::Tensor grad_weight =
         gather_weight_grad(std::move(indices), grads[0], ctx->saved_data["weight_dtype"].toScalarType());
     return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor()};
@@ -168,8 +169,8 @@ struct WeightedHistogramWithRangeKeys : public torch::autograd::Function<Weighte
     static const auto bin_indices = find_op<BinIndicesSignature>("dsmhist::_bin_indices");
     const variable_list saved = ctx->get_saved_variables();
     const std::string out_of_range = ctx->saved_data["out_of_range"].toStringRef();
-    at::Tensor indices = bin_indices.call(saved[0], ctx->saved_data["bins"].toInt(), std::nullopt, std::nullopt,
-                                          out_of_range, saved[1]);
+    at::Tensor indices =
+        bin_indices.call(saved[0], ctx->saved_data["bins"].toInt(), std::nullopt, std::nullopt, out_of_range, saved[1]);
     at::Tensor grad_weight =
         gather_weight_grad(std::move(indices), grads[0], ctx->saved_data["weight_dtype"].toScalarType());
     return {at::Tensor(), at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -201,8 +202,8 @@ at::Tensor histogram_with_range_keys_autograd(const at::Tensor& input, int64_t b
 }
 
 at::Tensor histogram_edges_autograd(const at::Tensor& input, const at::Tensor& edges,
-                                   const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
-                                   std::optional<at::ScalarType> dtype) {
+                                    const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
+                                    std::optional<at::ScalarType> dtype) {
   if (weight_needs_grad(weight)) {
     return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>{edges}, *weight, std::string(out_of_range),
                                          dtype, false);
@@ -242,7 +243,8 @@ void refuse_autograd(const char* op, const char* target_name, const at::Tensor& 
   TORCH_CHECK(!target.requires_grad(), op, ": ", target_name,
               " requires grad, and histogram_add_ does not differentiate through the tensor it adds into; add "
               "histogram(...)'s (differentiable) result instead");
-  TORCH_CHECK(!weight_grad, op, ": weight requires grad, and histogram_add_ is not differentiable; use "
+  TORCH_CHECK(!weight_grad, op,
+              ": weight requires grad, and histogram_add_ is not differentiable; use "
               "histogram(...) (differentiable in weight) and add its result");
 }
 
@@ -265,11 +267,11 @@ void histogram_out_autograd(at::Tensor& out, const at::Tensor& input, std::optio
                             std::optional<double> max, const std::optional<at::Tensor>& weight,
                             c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool accumulate) {
   refuse_autograd("torch_dsmhist.histogram", "out", out, weight, /*out_form=*/true);
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("dsmhist::_histogram_out", "")
-                             .typed<void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
-                                         const std::optional<at::Tensor>&, c10::string_view,
-                                         std::optional<at::ScalarType>, bool)>();
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("dsmhist::_histogram_out", "")
+          .typed<void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
+                      const std::optional<at::Tensor>&, c10::string_view, std::optional<at::ScalarType>, bool)>();
   {
     const at::AutoDispatchBelowADInplaceOrView below;
     op.call(out, input, min, max, weight, out_of_range, dtype, accumulate);

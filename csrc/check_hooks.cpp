@@ -20,12 +20,11 @@ namespace {
 // (_histogram_with_range_keys: target is range_keys), "finite_range", "bin_indices" (target: optional range_keys).
 std::string check_args(c10::string_view kind, c10::string_view op_name, at::ScalarType input_dtype,
                        c10::SymIntArrayRef input_shape, c10::Device input_device, int64_t bins,
-                       std::optional<double> min, std::optional<double> max,
-                       std::optional<at::ScalarType> weight_dtype, at::OptionalSymIntArrayRef weight_shape,
-                       std::optional<c10::Device> weight_device, c10::string_view out_of_range,
-                       std::optional<at::ScalarType> dtype, bool batched, std::optional<at::ScalarType> target_dtype,
-                       at::OptionalSymIntArrayRef target_shape, std::optional<c10::Device> target_device,
-                       bool accumulate) {
+                       std::optional<double> min, std::optional<double> max, std::optional<at::ScalarType> weight_dtype,
+                       at::OptionalSymIntArrayRef weight_shape, std::optional<c10::Device> weight_device,
+                       c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool batched,
+                       std::optional<at::ScalarType> target_dtype, at::OptionalSymIntArrayRef target_shape,
+                       std::optional<c10::Device> target_device, bool accumulate) {
   const std::string op(op_name);
   const TensorFacts input{input_dtype, input_shape, input_device};
   std::optional<TensorFacts> weight;
@@ -48,8 +47,8 @@ std::string check_args(c10::string_view kind, c10::string_view op_name, at::Scal
   if (kind == "histogram") {
     args = check_histogram_args(op.c_str(), input, bins, min, max, weight, out_of_range, dtype, batched);
   } else if (kind == "into") {
-    args = check_histogram_into_args(op.c_str(), need_target(), input, min, max, weight, out_of_range, dtype,
-                                     accumulate);
+    args =
+        check_histogram_into_args(op.c_str(), need_target(), input, min, max, weight, out_of_range, dtype, accumulate);
   } else if (kind == "range_keys") {
     args = check_histogram_with_range_keys_args(op.c_str(), input, bins, need_target(), weight, out_of_range, dtype,
                                                 batched);
@@ -88,9 +87,8 @@ std::string check_edges_args_op(c10::string_view op_name, at::ScalarType input_d
                       "torch_dsmhist._check_edges_args: weight needs its dtype, shape and device");
     weight = TensorFacts{*weight_dtype, *weight_shape, *weight_device};
   }
-  const EdgesArgs args =
-      check_edges_args(op.c_str(), TensorFacts{input_dtype, input_shape, input_device}, edges, weight, out_of_range,
-                       dtype, nd);
+  const EdgesArgs args = check_edges_args(op.c_str(), TensorFacts{input_dtype, input_shape, input_device}, edges,
+                                          weight, out_of_range, dtype, nd);
   return output_dtype_name(args.count);
 }
 

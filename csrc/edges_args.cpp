@@ -46,11 +46,13 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
     const std::string name = edges_name(nd, d);
     TORCH_CHECK_VALUE(e.shape.size() == 1 && e.shape[0] >= 1, op, ": ", name,
                       " must be a 1-D tensor of at least one edge, got shape ", e.shape);
-    TORCH_CHECK_VALUE(at::isFloatingType(e.dtype), op, ": ", name, " must be floating, got ", torch_dtype_name(e.dtype));
+    TORCH_CHECK_VALUE(at::isFloatingType(e.dtype), op, ": ", name, " must be floating, got ",
+                      torch_dtype_name(e.dtype));
     TORCH_CHECK_VALUE(!floating_input || e.dtype == input.dtype, op, ": ", name, " must have input's dtype ",
-                      torch_dtype_name(input.dtype), " (the edges are compared in it), got ", torch_dtype_name(e.dtype));
-    TORCH_CHECK_VALUE(e.device == input.device, op, ": ", name, " is on ", e.device, " but input is on ",
-                      input.device, "; both must be on the same device");
+                      torch_dtype_name(input.dtype), " (the edges are compared in it), got ",
+                      torch_dtype_name(e.dtype));
+    TORCH_CHECK_VALUE(e.device == input.device, op, ": ", name, " is on ", e.device, " but input is on ", input.device,
+                      "; both must be on the same device");
     const int64_t bins = e.shape[0].guard_int(__FILE__, __LINE__) - 1;
     args.output_shape.push_back(bins);
     TORCH_CHECK_VALUE(bins == 0 || args.total_bins <= std::numeric_limits<int32_t>::max() / bins, op,
@@ -88,9 +90,8 @@ void check_edges_sorted(const char* op, const std::vector<at::Tensor>& edges, bo
       for (int64_t i = 0; i < n; ++i) {
         const double value = static_cast<double>(data[i * stride]);
         TORCH_CHECK_VALUE(!std::isnan(value), op, ": ", edges_name(nd, d), " holds NaN (at index ", i, ")");
-        TORCH_CHECK_VALUE(i == 0 || static_cast<double>(data[(i - 1) * stride]) <= value, op, ": ",
-                          edges_name(nd, d), " must be sorted non-decreasing (index ", i, " is below index ", i - 1,
-                          ")");
+        TORCH_CHECK_VALUE(i == 0 || static_cast<double>(data[(i - 1) * stride]) <= value, op, ": ", edges_name(nd, d),
+                          " must be sorted non-decreasing (index ", i, " is below index ", i - 1, ")");
       }
     });
   }
@@ -112,7 +113,7 @@ PointsView points_of(const at::Tensor& input) {
     view.points = permuted.view({-1, 1});
     view.order = order;
   } else {
-    view.points = input.reshape({-1, 1});  // not one dense block: a copy (README, "Histograms over bin edges")
+    view.points = input.reshape({-1, 1});  // not one dense block: a copy (docs/semantics.md states it)
   }
   return view;
 }
@@ -132,8 +133,8 @@ at::Tensor from_points_order(const PointsView& view, const at::Tensor& flat, c10
   return flat.view(permuted_shape).permute(inverse);
 }
 
-EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& input2d, const std::vector<at::Tensor>& edges,
-                                   at::Tensor* edge_buffer) {
+EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& input2d,
+                                   const std::vector<at::Tensor>& edges, at::Tensor* edge_buffer) {
   int64_t total_edges = 0;
   for (const at::Tensor& e : edges) total_edges += e.numel();
   *edge_buffer = allocate_named(args.op, "the edges buffer", {total_edges}, input2d.options().dtype(args.edge_dtype));

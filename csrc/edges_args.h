@@ -15,11 +15,11 @@ namespace dsmhist {
 
 // The validated meaning of an edges call.
 struct EdgesArgs {
-  const char* op = "";          // the op's name, for messages
-  HistogramArgs count;          // the counting stage: int32 flat bins in index mode, never clamped
-  bool clamp = false;           // out_of_range of the binning stage
-  int64_t dims = 0;             // D
-  int64_t total_bins = 0;       // product of every dim's bins (may be 0)
+  const char* op = "";     // the op's name, for messages
+  HistogramArgs count;     // the counting stage: int32 flat bins in index mode, never clamped
+  bool clamp = false;      // out_of_range of the binning stage
+  int64_t dims = 0;        // D
+  int64_t total_bins = 0;  // product of every dim's bins (may be 0)
   std::vector<int64_t> output_shape;
   at::ScalarType edge_dtype = at::kFloat;  // the precision of the comparisons (edge_t of the input type)
 };
@@ -54,7 +54,7 @@ at::Tensor from_points_order(const PointsView& view, const at::Tensor& flat, c10
 
 // Every dim's edges as one contiguous tensor of args.edge_dtype on their device, and the params that point at it
 // (input, strides, offsets, flat strides; first_point, points and out are the caller's, per chunk).
-EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& input2d, const std::vector<at::Tensor>& edges,
-                                   at::Tensor* edge_buffer);
+EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& input2d,
+                                   const std::vector<at::Tensor>& edges, at::Tensor* edge_buffer);
 
 }  // namespace dsmhist

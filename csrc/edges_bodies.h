@@ -34,7 +34,8 @@ inline EdgeFacts facts_of_edges(const std::vector<at::Tensor>& edges) {
 template <typename Backend>
 at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor& input2d,
                         const std::vector<at::Tensor>& edges, const std::optional<at::Tensor>& weight1d) {
-  at::Tensor output = allocate_named(op, "the output", args.output_shape, input2d.options().dtype(args.count.output_dtype));
+  at::Tensor output =
+      allocate_named(op, "the output", args.output_shape, input2d.options().dtype(args.count.output_dtype));
   if (args.total_bins == 0) return output;
   at::Tensor edge_buffer;
   EdgeBinParams bin_params = make_edge_bin_params(args, input2d, edges, &edge_buffer);
@@ -94,8 +95,8 @@ template <typename Backend>
 at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::string_view out_of_range) {
   const char* op = "torch_dsmhist._edge_bin_indices";
   const std::vector<at::Tensor> edge_list(edges.begin(), edges.end());
-  const EdgesArgs args = check_edges_args(op, facts_of(input), facts_of_edges(edge_list), std::nullopt,
-                                          out_of_range, std::nullopt, true);
+  const EdgesArgs args =
+      check_edges_args(op, facts_of(input), facts_of_edges(edge_list), std::nullopt, out_of_range, std::nullopt, true);
   Backend::check_device(op, input);
   at::Tensor indices = allocate_named(op, "the bin indices", {input.size(0)}, input.options().dtype(at::kInt));
   if (args.total_bins == 0) return indices.fill_(kDroppedPoint);

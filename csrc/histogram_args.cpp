@@ -34,7 +34,7 @@ void check_range_in(const char* op, double min, double max) {
 InputType input_type_of(at::ScalarType dtype, const char* argument, const char* op) {
   switch (dtype) {
 #define DSMHIST_INPUT_FROM_TORCH(e, T, name, C, torch_type) \
-  case at::ScalarType::torch_type:                         \
+  case at::ScalarType::torch_type:                          \
     return InputType::e;
     DSMHIST_FOR_EACH_INPUT_TYPE(DSMHIST_INPUT_FROM_TORCH)
 #undef DSMHIST_INPUT_FROM_TORCH
@@ -60,17 +60,22 @@ c10::SymInt element_count(c10::SymIntArrayRef shape) {
 
 const char* dtype_name(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kFloat: return "float32";
-    default: return "float64";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kFloat:
+      return "float32";
+    default:
+      return "float64";
   }
 }
 
 void check_weight(const char* op, const TensorFacts& input, const TensorFacts& w) {
   const at::ScalarType wt = w.dtype;
-  TORCH_CHECK_VALUE(wt == at::kHalf || wt == at::kBFloat16 || wt == at::kFloat || wt == at::kDouble,
-                    op, ": weight must be floating (torch.float16, bfloat16, float32, float64), got ", torch_dtype_name(wt));
+  TORCH_CHECK_VALUE(wt == at::kHalf || wt == at::kBFloat16 || wt == at::kFloat || wt == at::kDouble, op,
+                    ": weight must be floating (torch.float16, bfloat16, float32, float64), got ",
+                    torch_dtype_name(wt));
   TORCH_CHECK_VALUE(w.shape.size() == input.shape.size() && w.shape == input.shape, op,
                     ": weight must have the shape of input ", input.shape, ", got ", w.shape);
   TORCH_CHECK_VALUE(w.device == input.device, op, ": weight is on ", w.device, " but input is on ", input.device,
@@ -85,7 +90,8 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
   HistogramArgs args;
   args.input_type = input_type_of(input.dtype, "input", op);
   TORCH_CHECK_VALUE(bins > 0, op, ": bins must be > 0, got ", bins);
-  TORCH_CHECK_VALUE(!batched || !input.shape.empty(), op, ": input must have at least 1 dim ([..., N]: one histogram "
+  TORCH_CHECK_VALUE(!batched || !input.shape.empty(), op,
+                    ": input must have at least 1 dim ([..., N]: one histogram "
                     "per leading index), got a 0-d tensor");
 
   if (out_of_range == "ignore") {
@@ -93,16 +99,15 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
   } else if (out_of_range == "clamp") {
     args.clamp = true;
   } else {
-    TORCH_CHECK_VALUE(false, op, ": out_of_range must be \"ignore\" or \"clamp\", got \"",
-                      std::string(out_of_range), "\"");
+    TORCH_CHECK_VALUE(false, op, ": out_of_range must be \"ignore\" or \"clamp\", got \"", std::string(out_of_range),
+                      "\"");
   }
 
-  TORCH_CHECK_VALUE(min.has_value() == max.has_value(),
-                    op, ": give both min and max, or neither (got only ", min.has_value() ? "min" : "max",
-                    ")");
+  TORCH_CHECK_VALUE(min.has_value() == max.has_value(), op, ": give both min and max, or neither (got only ",
+                    min.has_value() ? "min" : "max", ")");
   if (min.has_value()) {
-    TORCH_CHECK_VALUE(std::isfinite(*min) && std::isfinite(*max), op, ": min and max must be finite, got [",
-                      *min, ", ", *max, "]");
+    TORCH_CHECK_VALUE(std::isfinite(*min) && std::isfinite(*max), op, ": min and max must be finite, got [", *min, ", ",
+                      *max, "]");
     TORCH_CHECK_VALUE(*min < *max, op, ": min (", *min, ") must be less than max (", *max, ")",
                       *min == *max ? "; to take the range from the data, pass neither min nor max" : "");
     if (computes_in_double(args.input_type)) {
@@ -128,14 +133,14 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
     args.output_dtype = wt == at::kDouble ? at::kDouble : at::kFloat;
     args.acc = acc_kind_for(wt, args.output_dtype);
     args.output_type = wt == at::kDouble ? OutputType::kFloat64 : OutputType::kFloat32;
-    TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == args.output_dtype,
-                      op, ": with weight the output dtype is ", torch_dtype_name(args.output_dtype),
+    TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == args.output_dtype, op, ": with weight the output dtype is ",
+                      torch_dtype_name(args.output_dtype),
                       " (float32 for float16/bfloat16/float32 weights, float64 for float64); dtype must be None or ",
                       torch_dtype_name(args.output_dtype), ", got ", torch_dtype_name(*dtype));
   } else {
     const at::ScalarType out = dtype.value_or(at::kLong);
-    TORCH_CHECK_VALUE(out == at::kLong || out == at::kInt,
-                      op, ": dtype (the count dtype) must be torch.int64 or torch.int32, got ", torch_dtype_name(out));
+    TORCH_CHECK_VALUE(out == at::kLong || out == at::kInt, op,
+                      ": dtype (the count dtype) must be torch.int64 or torch.int32, got ", torch_dtype_name(out));
     args.acc = AccKind::kCount;
     args.output_dtype = out;
     args.output_type = out == at::kLong ? OutputType::kInt64 : OutputType::kInt32;
@@ -151,7 +156,6 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
   }
   return args;
 }
-
 
 at::Tensor allocate_output(const char* op, const HistogramArgs& args, const at::Tensor& input, int64_t bins,
                            bool batched) {
@@ -177,20 +181,21 @@ HistogramArgs check_histogram_into_args(const char* op, const TensorFacts& targe
   const at::ScalarType ht = target.dtype;
   if (weight.has_value()) {
     TORCH_CHECK_VALUE(ht == at::kFloat || ht == at::kDouble, op, ": with weight, ", name,
-                      " must be torch.float32 or torch.float64 (the sums accumulate in its dtype), got ", torch_dtype_name(ht));
+                      " must be torch.float32 or torch.float64 (the sums accumulate in its dtype), got ",
+                      torch_dtype_name(ht));
   } else {
     TORCH_CHECK_VALUE(ht == at::kLong || ht == at::kInt, op, ": without weight, ", name,
                       " must hold counts as torch.int64 or torch.int32, got ", torch_dtype_name(ht));
   }
-  TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == ht, op, ": ", name, " has dtype ", torch_dtype_name(ht), " but dtype=", torch_dtype_name(*dtype),
-                    " was given");
+  TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == ht, op, ": ", name, " has dtype ", torch_dtype_name(ht),
+                    " but dtype=", torch_dtype_name(*dtype), " was given");
   // Weighted: any floating weight adds into a float32 or float64 target; check with the dtype the weight implies,
   // then take the target's.
   HistogramArgs args =
       check_histogram_args(op, input, static_cast<int64_t>(target.shape[0].guard_int(__FILE__, __LINE__)), min, max,
                            weight, out_of_range, weight.has_value() ? std::nullopt : std::optional<at::ScalarType>(ht));
-  TORCH_CHECK_VALUE(!(accumulate && args.data_range), op, ": floating input needs min and max when adding into ",
-                    name, " (a range taken from each call's data would give different bins from call to call)");
+  TORCH_CHECK_VALUE(!(accumulate && args.data_range), op, ": floating input needs min and max when adding into ", name,
+                    " (a range taken from each call's data would give different bins from call to call)");
   if (weight.has_value()) {
     args.output_dtype = ht;
     args.output_type = ht == at::kDouble ? OutputType::kFloat64 : OutputType::kFloat32;
@@ -215,7 +220,8 @@ void check_into_memory(const char* op, const char* name, const at::Tensor& targe
 
 HistogramArgs check_finite_range_args(const char* op, const TensorFacts& input) {
   TORCH_CHECK_VALUE(at::isFloatingType(input.dtype), op,
-                    ": input must be floating (float16, bfloat16, float32, float64), got ", torch_dtype_name(input.dtype));
+                    ": input must be floating (float16, bfloat16, float32, float64), got ",
+                    torch_dtype_name(input.dtype));
   return check_histogram_args(op, input, 1, std::nullopt, std::nullopt, std::nullopt, "ignore", std::nullopt);
 }
 
@@ -235,10 +241,12 @@ HistogramArgs check_histogram_with_range_keys_args(const char* op, const TensorF
                                                    const std::optional<TensorFacts>& weight,
                                                    c10::string_view out_of_range, std::optional<at::ScalarType> dtype,
                                                    bool batched) {
-  const HistogramArgs args = check_histogram_args(op, input, bins, std::nullopt, std::nullopt, weight, out_of_range,
-                                                  dtype, batched);
-  TORCH_CHECK_VALUE(args.data_range, op, ": input must be floating (only floating input takes its range from the "
-                    "data), got ", torch_dtype_name(input.dtype));
+  const HistogramArgs args =
+      check_histogram_args(op, input, bins, std::nullopt, std::nullopt, weight, out_of_range, dtype, batched);
+  TORCH_CHECK_VALUE(args.data_range, op,
+                    ": input must be floating (only floating input takes its range from the "
+                    "data), got ",
+                    torch_dtype_name(input.dtype));
   check_range_keys(op, input, range_keys);
   return args;
 }
@@ -246,8 +254,7 @@ HistogramArgs check_histogram_with_range_keys_args(const char* op, const TensorF
 HistogramArgs check_bin_indices_args(const char* op, const TensorFacts& input, int64_t bins, std::optional<double> min,
                                      std::optional<double> max, c10::string_view out_of_range,
                                      const std::optional<TensorFacts>& range_keys) {
-  const HistogramArgs args =
-      check_histogram_args(op, input, bins, min, max, std::nullopt, out_of_range, std::nullopt);
+  const HistogramArgs args = check_histogram_args(op, input, bins, min, max, std::nullopt, out_of_range, std::nullopt);
   if (range_keys.has_value()) {
     TORCH_CHECK_VALUE(args.data_range, op, ": range_keys applies only to floating input without min and max");
     check_range_keys(op, input, *range_keys);
@@ -364,8 +371,7 @@ RangeParams make_range_params(const HistogramArgs& args, at::Tensor& input, at::
                            static_cast<unsigned long long*>(keys.mutable_data_ptr()));
 }
 
-HistogramParams make_bin_index_params(const HistogramArgs& args, at::Tensor& input, at::Tensor& indices,
-                                      int64_t bins) {
+HistogramParams make_bin_index_params(const HistogramArgs& args, at::Tensor& input, at::Tensor& indices, int64_t bins) {
   // The indices stand in for a weight of input's shape: the traversal hands every element its offset there.
   std::optional<at::Tensor> as_weight = indices;
   HistogramParams p = make_params(args, input, as_weight, bins, indices, /*batched=*/false, /*accumulate=*/false);
@@ -374,7 +380,8 @@ HistogramParams make_bin_index_params(const HistogramArgs& args, at::Tensor& inp
 }
 
 std::vector<int64_t> batched_output_shape(const char* op, const at::Tensor& input, int64_t bins) {
-  TORCH_CHECK_VALUE(input.dim() >= 1, op, ": input must have at least 1 dim ([..., N]: one histogram per leading "
+  TORCH_CHECK_VALUE(input.dim() >= 1, op,
+                    ": input must have at least 1 dim ([..., N]: one histogram per leading "
                     "index), got a 0-d tensor");
   std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end() - 1);
   shape.push_back(bins);

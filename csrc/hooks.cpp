@@ -14,7 +14,6 @@ namespace dsmhist {
 
 namespace {
 
-
 // A tier by its name in the tier table (common/tiers.h), "auto" included.
 Tier parse_tier(c10::string_view name) {
   Tier tier = Tier::kAuto;
@@ -69,10 +68,10 @@ PlanTuple plan_op(int64_t bins, c10::Device device, at::ScalarType input_dtype,
   if (device.is_cpu()) return {"cpu", 0, 0, 0, 0, 0, 0, 0, 0};
   TORCH_CHECK_VALUE(device.is_cuda(), "torch_dsmhist.plan: device must be cpu or cuda, got ", device);
 #ifdef DSMHIST_WITH_CUDA
-  const std::vector<int64_t> plan = plan_cuda(bins, device.has_index() ? device.index() : -1, input_dtype,
-                                             weight_dtype, rows, row_length, batched);
-  return {tier_name(static_cast<Tier>(plan[0])), plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7],
-          plan[8]};
+  const std::vector<int64_t> plan =
+      plan_cuda(bins, device.has_index() ? device.index() : -1, input_dtype, weight_dtype, rows, row_length, batched);
+  return {
+      tier_name(static_cast<Tier>(plan[0])), plan[1], plan[2], plan[3], plan[4], plan[5], plan[6], plan[7], plan[8]};
 #else
   TORCH_CHECK(false, "torch_dsmhist.plan: this build of torch_dsmhist has no CUDA support (built CPU-only)");
 #endif

@@ -11,23 +11,40 @@ namespace dsmhist {
 
 std::string torch_dtype_name(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kByte: return "torch.uint8";
-    case at::kChar: return "torch.int8";
-    case at::kShort: return "torch.int16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kBool: return "torch.bool";
-    case at::kComplexHalf: return "torch.complex32";
-    case at::kComplexFloat: return "torch.complex64";
-    case at::kComplexDouble: return "torch.complex128";
-    case at::kUInt16: return "torch.uint16";
-    case at::kUInt32: return "torch.uint32";
-    case at::kUInt64: return "torch.uint64";
-    default: return std::string("torch.") + c10::toString(dtype);
+    case at::kByte:
+      return "torch.uint8";
+    case at::kChar:
+      return "torch.int8";
+    case at::kShort:
+      return "torch.int16";
+    case at::kInt:
+      return "torch.int32";
+    case at::kLong:
+      return "torch.int64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexHalf:
+      return "torch.complex32";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    case at::kUInt16:
+      return "torch.uint16";
+    case at::kUInt32:
+      return "torch.uint32";
+    case at::kUInt64:
+      return "torch.uint64";
+    default:
+      return std::string("torch.") + c10::toString(dtype);
   }
 }
 
@@ -40,8 +57,9 @@ at::Tensor allocate_named(const char* op, const std::string& what, c10::IntArray
                       " has a size in bytes that overflows int64");
   }
   const auto describe = [&] {
-    return c10::str(op, ": ", what, " (shape ", shape, ", ", torch_dtype_name(c10::typeMetaToScalarType(options.dtype())),
-                    ", ", bytes, " bytes = ", static_cast<double>(bytes) / (1 << 30), " GiB) could not be allocated on ",
+    return c10::str(op, ": ", what, " (shape ", shape, ", ",
+                    torch_dtype_name(c10::typeMetaToScalarType(options.dtype())), ", ", bytes,
+                    " bytes = ", static_cast<double>(bytes) / (1 << 30), " GiB) could not be allocated on ",
                     options.device());
   };
   try {
@@ -52,6 +70,5 @@ at::Tensor allocate_named(const char* op, const std::string& what, c10::IntArray
     TORCH_CHECK(false, describe(), ": ", e.what_without_backtrace());
   }
 }
-
 
 }  // namespace dsmhist

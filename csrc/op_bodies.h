@@ -53,8 +53,8 @@ at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double
 // is touched, so a call that raises leaves it as it was.
 template <typename Backend>
 void histogram_into(const char* op, at::Tensor& target, const at::Tensor& input, std::optional<double> min,
-                    std::optional<double> max, const std::optional<at::Tensor>& weight,
-                    c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool accumulate) {
+                    std::optional<double> max, const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
+                    std::optional<at::ScalarType> dtype, bool accumulate) {
   const HistogramArgs args = check_histogram_into_args(op, facts_of(target), facts_of(input), min, max,
                                                        facts_of(weight), out_of_range, dtype, accumulate);
   check_into_memory(op, into_target_name(op), target, input, weight);
@@ -86,8 +86,8 @@ at::Tensor batched_histogram(const at::Tensor& input, int64_t bins, std::optiona
                              std::optional<double> max, const std::optional<at::Tensor>& weight,
                              c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
   const char* op = "torch_dsmhist.batched_histogram";
-  const HistogramArgs args = check_histogram_args(op, facts_of(input), bins, min, max, facts_of(weight),
-                                                  out_of_range, dtype, /*batched=*/true);
+  const HistogramArgs args = check_histogram_args(op, facts_of(input), bins, min, max, facts_of(weight), out_of_range,
+                                                  dtype, /*batched=*/true);
   Backend::check_device(op, input);
   at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/true);
   at::Tensor in = input;

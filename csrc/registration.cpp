@@ -66,7 +66,6 @@ TORCH_LIBRARY(dsmhist, m) {
   m.def("_built_with_cuda() -> bool");
 }
 
-
 }  // namespace dsmhist
 
 // `from . import _C` loads this shared library, which runs the registrations above; the module itself is empty.

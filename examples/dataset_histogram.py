@@ -29,7 +29,6 @@ from torch.utils.data import DataLoader, Dataset
 
 import torch_dsmhist
 
-
 # Where the PNG goes by default: a folder under the system temp folder, so running the example writes nothing into
 # the current folder or the repository.
 OUT_DIR = os.path.join(tempfile.gettempdir(), "torch_dsmhist_examples")
@@ -49,8 +48,9 @@ class SyntheticFeatures(Dataset):
     def __init__(self, samples: int, seed: int = 0):
         g = torch.Generator().manual_seed(seed)
         component = torch.rand(samples, generator=g) < 0.3
-        feature = torch.where(component, torch.randn(samples, generator=g) * 0.5 - 2.0,
-                              torch.randn(samples, generator=g) * 1.0 + 1.5)
+        feature = torch.where(
+            component, torch.randn(samples, generator=g) * 0.5 - 2.0, torch.randn(samples, generator=g) * 1.0 + 1.5
+        )
         self.rows = torch.randn(samples, 4, generator=g)
         self.rows[:, 2] = feature
 
@@ -105,8 +105,9 @@ def main() -> int:
     parser.add_argument("--bins", type=int, default=200)
     parser.add_argument("--min", type=float, default=-5.0)
     parser.add_argument("--max", type=float, default=6.0)
-    parser.add_argument("--out", default=os.path.join(OUT_DIR, "dataset_histogram.png"),
-                        help="the PNG to write (default: %(default)s)")
+    parser.add_argument(
+        "--out", default=os.path.join(OUT_DIR, "dataset_histogram.png"), help="the PNG to write (default: %(default)s)"
+    )
     args = parser.parse_args()
     require_matplotlib()
     device = torch.device(args.device)
@@ -152,10 +153,17 @@ def main() -> int:
     moved = int((counts - histc).abs().sum())
     if moved > max(10, len(dataset) // 100_000):
         raise SystemExit(f"dataset_histogram: {moved} counts differ from torch.histc")
-    save_plot(counts, args.min, args.max, args.out,
-              f"feature 2 over {len(dataset):,} samples ({len(loader)} batches, {args.bins} bins)")
-    print(f"{len(dataset):,} samples in {len(loader)} batches; matches the one-shot histogram "
-          f"({moved} edge values binned differently by torch.histc)")
+    save_plot(
+        counts,
+        args.min,
+        args.max,
+        args.out,
+        f"feature 2 over {len(dataset):,} samples ({len(loader)} batches, {args.bins} bins)",
+    )
+    print(
+        f"{len(dataset):,} samples in {len(loader)} batches; matches the one-shot histogram "
+        f"({moved} edge values binned differently by torch.histc)"
+    )
     print(f"histogram time (histogram_add_ calls only, {how}): {histogram_s * 1e3:.2f} ms")
     print(f"data loading time (DataLoader batches and the copy to {device.type}, host wall time): {loading_s:.2f} s")
     print(f"whole loop (loading, histogram calls, the final copy of the counts): {elapsed:.2f} s")

@@ -90,8 +90,9 @@ def quantile_bar_heights(counts: torch.Tensor) -> torch.Tensor:
     return 100.0 * counts / counts.sum()
 
 
-def save_image(hist: torch.Tensor, grid_edges: List[torch.Tensor], counts: torch.Tensor, edges: torch.Tensor,
-               path: str, title: str) -> None:
+def save_image(
+    hist: torch.Tensor, grid_edges: List[torch.Tensor], counts: torch.Tensor, edges: torch.Tensor, path: str, title: str
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,17 +101,32 @@ def save_image(hist: torch.Tensor, grid_edges: List[torch.Tensor], counts: torch
 
     x_edges, y_edges = (e.cpu() for e in grid_edges)
     fig, (grid_ax, quantile_ax) = plt.subplots(1, 2, figsize=(12, 5))
-    image = grid_ax.imshow(hist.cpu().T.numpy(), origin="lower", aspect="auto", norm=LogNorm(vmin=1),
-                           extent=(float(x_edges[0]), float(x_edges[-1]), float(y_edges[0]), float(y_edges[-1])))
+    image = grid_ax.imshow(
+        hist.cpu().T.numpy(),
+        origin="lower",
+        aspect="auto",
+        norm=LogNorm(vmin=1),
+        extent=(float(x_edges[0]), float(x_edges[-1]), float(y_edges[0]), float(y_edges[-1])),
+    )
     fig.colorbar(image, ax=grid_ax, label="points per bin")
     grid_ax.set(xlabel="feature x", ylabel="feature y", title=title)
     edges, heights = edges.cpu().double(), quantile_bar_heights(counts)
-    quantile_ax.bar(edges[:-1].numpy(), heights.numpy(), width=edges.diff().numpy(), align="edge", alpha=0.7,
-                   edgecolor="black", linewidth=0.8)  # one bar per bin, spanning its edges
+    quantile_ax.bar(
+        edges[:-1].numpy(),
+        heights.numpy(),
+        width=edges.diff().numpy(),
+        align="edge",
+        alpha=0.7,
+        edgecolor="black",
+        linewidth=0.8,
+    )  # one bar per bin, spanning its edges
     quantile_ax.set_ylim(0, 1.25 * float(heights.max()))
-    quantile_ax.set(xscale="log", xlabel="price (log scale; bars span the quantile bin edges)",
-                   ylabel="share of rows in the bin, % (not a density)",
-                   title=f"price, {counts.numel()} equal-count bins (narrow = dense)")
+    quantile_ax.set(
+        xscale="log",
+        xlabel="price (log scale; bars span the quantile bin edges)",
+        ylabel="share of rows in the bin, % (not a density)",
+        title=f"price, {counts.numel()} equal-count bins (narrow = dense)",
+    )
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -126,8 +142,9 @@ def main() -> int:
     parser.add_argument("--quantiles", type=int, default=10)
     parser.add_argument("--sample", type=int, default=100_000, help="rows the quantile edges are computed from")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(OUT_DIR, "histogram2d.png"),
-                        help="the PNG to write (default: %(default)s)")
+    parser.add_argument(
+        "--out", default=os.path.join(OUT_DIR, "histogram2d.png"), help="the PNG to write (default: %(default)s)"
+    )
     args = parser.parse_args()
     require_matplotlib()
     device = torch.device(args.device)
@@ -140,8 +157,9 @@ def main() -> int:
 
     extent = [-args.extent, args.extent] * 2
     want = torch.histogramdd(xy_cpu, bins=[args.bins, args.bins], range=extent)
-    if not (torch.equal(hist.cpu(), want.hist) and all(torch.equal(a.cpu(), b) for a, b in zip(grid_edges,
-                                                                                               want.bin_edges))):
+    if not (
+        torch.equal(hist.cpu(), want.hist) and all(torch.equal(a.cpu(), b) for a, b in zip(grid_edges, want.bin_edges))
+    ):
         raise SystemExit("histogram2d: the 2-D histogram differs from torch.histogramdd on the CPU")
     edges_cpu = edges.cpu()
     want_counts = torch.histogram(price_cpu.clamp(edges_cpu[0], edges_cpu[-1]), edges_cpu).hist.long()
@@ -154,15 +172,25 @@ def main() -> int:
     x_centre = float(grid_edges[0][px] + grid_edges[0][px + 1]) / 2
     y_centre = float(grid_edges[1][py] + grid_edges[1][py + 1]) / 2
     share = counts.double() / args.points
-    print(f"2-D histogram: {args.bins}x{args.bins} bins over [-{args.extent:g}, {args.extent:g}]^2; "
-          f"{inside} of {args.points} points inside; peak {peak} points at bin ({px}, {py}), "
-          f"centre ({x_centre:.3f}, {y_centre:.3f})")
+    print(
+        f"2-D histogram: {args.bins}x{args.bins} bins over [-{args.extent:g}, {args.extent:g}]^2; "
+        f"{inside} of {args.points} points inside; peak {peak} points at bin ({px}, {py}), "
+        f"centre ({x_centre:.3f}, {y_centre:.3f})"
+    )
     print("quantile edges: " + " ".join(f"{e:.4g}" for e in edges_cpu.tolist()))
     print("quantile counts: " + " ".join(str(c) for c in counts.tolist()))
-    print(f"each quantile bin holds {100 * float(share.min()):.2f}% to {100 * float(share.max()):.2f}% of the rows "
-          f"(edges from a sample of {min(args.sample, args.points)})")
-    save_image(hist, list(grid_edges), counts, edges, args.out,
-               f"{args.points:,} points, {args.bins}x{args.bins} bins (log colour)")
+    print(
+        f"each quantile bin holds {100 * float(share.min()):.2f}% to {100 * float(share.max()):.2f}% of the rows "
+        f"(edges from a sample of {min(args.sample, args.points)})"
+    )
+    save_image(
+        hist,
+        list(grid_edges),
+        counts,
+        edges,
+        args.out,
+        f"{args.points:,} points, {args.bins}x{args.bins} bins (log colour)",
+    )
     print("matches torch.histogramdd and torch.histogram on the CPU")
     print(f"wrote {os.path.abspath(args.out)}")
     print("histogram2d: ok")

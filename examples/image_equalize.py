@@ -69,8 +69,9 @@ def equalize(images: torch.Tensor):
     return equalized, hist.reshape(b, c, 256)
 
 
-def save_pngs(before: torch.Tensor, after: torch.Tensor, hist_before: torch.Tensor, hist_after: torch.Tensor,
-              out_dir: str) -> list:
+def save_pngs(
+    before: torch.Tensor, after: torch.Tensor, hist_before: torch.Tensor, hist_after: torch.Tensor, out_dir: str
+) -> list:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -115,12 +116,20 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--image", help="equalize this image (PNG/JPEG) instead of synthetic ones")
-    parser.add_argument("--out", "--out-dir", dest="out_dir", metavar="DIR", default=OUT_DIR,
-                        help="the folder the two PNGs go to (default: %(default)s)")
+    parser.add_argument(
+        "--out",
+        "--out-dir",
+        dest="out_dir",
+        metavar="DIR",
+        default=OUT_DIR,
+        help="the folder the two PNGs go to (default: %(default)s)",
+    )
     args = parser.parse_args()
     if args.out_dir.lower().endswith(".png"):
-        parser.error("--out / --out-dir names a folder: two PNGs (equalize_images.png, equalize_histograms.png) "
-                     "are written into it")
+        parser.error(
+            "--out / --out-dir names a folder: two PNGs (equalize_images.png, equalize_histograms.png) "
+            "are written into it"
+        )
     try:  # checked before any work, so a missing optional dependency costs no time
         import matplotlib  # noqa: F401
     except ImportError:

@@ -14,9 +14,7 @@ import torch_dsmhist
 SEED = int(os.environ.get("DSMHIST_TEST_SEED", random.SystemRandom().randrange(2**31)))
 SEED_LINE = f"torch_dsmhist test seed: {SEED} (rerun with DSMHIST_TEST_SEED={SEED})"
 CUDA_OK = torch.cuda.is_available() and torch_dsmhist.built_with_cuda()
-CUDA_SKIP_REASON = (
-    "no CUDA device visible" if not torch.cuda.is_available() else "torch_dsmhist was built without CUDA"
-)
+CUDA_SKIP_REASON = "no CUDA device visible" if not torch.cuda.is_available() else "torch_dsmhist was built without CUDA"
 
 
 def pytest_report_header(config):
@@ -52,8 +50,12 @@ def gen(request) -> torch.Generator:
 
 cuda_only = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
 
-TWO_GPUS = CUDA_OK and torch.cuda.device_count() >= 2 and torch.distributed.is_available() and \
-    torch.distributed.is_nccl_available()
+TWO_GPUS = (
+    CUDA_OK
+    and torch.cuda.device_count() >= 2
+    and torch.distributed.is_available()
+    and torch.distributed.is_nccl_available()
+)
 needs_two_gpus = pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs, NCCL and a CUDA build")
 # Multi-process runs keep NVLink multicast off (the 2-GPU device machines require it; nothing changes on a CPU).
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -63,8 +65,17 @@ DEVICES = ["cpu", pytest.param("cuda", marks=cuda_only)]
 
 # `pytest -m smoke`: the first-hour check (CONTRIBUTING.md), under a minute on a 2-core CPU machine: the op's
 # contract, the drop-ins, the edges ops, the install and the layout. The full suite stays the gate.
-SMOKE_FILES = frozenset({"test_ops.py", "test_contract.py", "test_dropins.py", "test_dropins_edges.py",
-                         "test_edges.py", "test_install.py", "test_layout.py"})
+SMOKE_FILES = frozenset(
+    {
+        "test_ops.py",
+        "test_contract.py",
+        "test_dropins.py",
+        "test_dropins_edges.py",
+        "test_edges.py",
+        "test_install.py",
+        "test_layout.py",
+    }
+)
 
 
 def pytest_collection_modifyitems(config, items):

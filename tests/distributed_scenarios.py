@@ -28,8 +28,15 @@ sys.path.insert(0, os.path.dirname(HERE))  # this checkout's torch_dsmhist, befo
 
 import torch_dsmhist  # noqa: E402
 import torch_dsmhist.distributed as dh  # noqa: E402
-from helpers import (DISTRIBUTIONS, host_sync_raises, make_index_values, make_range_values,  # noqa: E402
-                     reference_histogram, sprinkle_specials)
+
+from helpers import (  # noqa: E402
+    DISTRIBUTIONS,
+    host_sync_raises,
+    make_index_values,
+    make_range_values,
+    reference_histogram,
+    sprinkle_specials,
+)
 
 
 class Skip(Exception):
@@ -78,8 +85,9 @@ def expect_equal(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     got, want = got.cpu(), want.cpu()
     if not torch.equal(got, want):
         bad = (got != want).nonzero()[:5].flatten().tolist()
-        raise AssertionError(f"{what}: differs at {bad}: got {got.flatten()[bad].tolist()}, "
-                             f"expected {want.flatten()[bad].tolist()}")
+        raise AssertionError(
+            f"{what}: differs at {bad}: got {got.flatten()[bad].tolist()}, expected {want.flatten()[bad].tolist()}"
+        )
 
 
 def expect_raises(kind, fragment: str, call: Callable[[], object], what: str) -> None:
@@ -115,8 +123,10 @@ def index_mode_uneven_shards(ctx: Context) -> None:
     for dtype in (torch.uint8, torch.int16, torch.int32, torch.int64):
         for distribution in DISTRIBUTIONS:
             bins = 200 if dtype == torch.uint8 else 1000
-            shards = ctx.shards(f"{dtype}{distribution}", lambda r, g: strided(
-                make_index_values(odd_size(g), bins, dtype, distribution, g), g))
+            shards = ctx.shards(
+                f"{dtype}{distribution}",
+                lambda r, g: strided(make_index_values(odd_size(g), bins, dtype, distribution, g), g),
+            )
             got = dh.histogram(shards[ctx.rank], bins)
             whole = flat_cat(shards)
             what = f"{dtype} {distribution}"
@@ -142,8 +152,9 @@ def given_range(ctx: Context) -> None:
     for dtype in (torch.float16, torch.float32, torch.float64, torch.int16, torch.int64):
         for distribution in DISTRIBUTIONS:
             lo, hi = -3.5, 40.25
-            shards = ctx.shards(f"{dtype}{distribution}", lambda r, g: make_range_values(
-                odd_size(g), lo, hi, dtype, distribution, g))
+            shards = ctx.shards(
+                f"{dtype}{distribution}", lambda r, g: make_range_values(odd_size(g), lo, hi, dtype, distribution, g)
+            )
             whole = flat_cat(shards)
             for out_of_range in ("ignore", "clamp"):
                 got = dh.histogram(shards[ctx.rank], 97, lo, hi, out_of_range=out_of_range)
@@ -157,8 +168,12 @@ def data_range_merged_across_ranks(ctx: Context) -> None:
     # Each rank's data covers a different interval: binning by a local range would give other bin edges.
     for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         for bins in (7, 1000):
-            shards = ctx.shards(f"{dtype}{bins}", lambda r, g: sprinkle_specials(
-                (torch.randn(odd_size(g), generator=g, dtype=torch.float64) * (r + 1) * 10 + 100 * r).to(dtype), g))
+            shards = ctx.shards(
+                f"{dtype}{bins}",
+                lambda r, g: sprinkle_specials(
+                    (torch.randn(odd_size(g), generator=g, dtype=torch.float64) * (r + 1) * 10 + 100 * r).to(dtype), g
+                ),
+            )
             whole = flat_cat(shards)
             got = dh.histogram(shards[ctx.rank], bins)
             expect_equal(got, torch_dsmhist.histogram(whole, bins), f"{dtype} bins={bins}")
@@ -180,8 +195,9 @@ def weighted_sums(ctx: Context) -> None:
     # Integer-valued weights: every partial sum is exact, so the cross-rank sum must equal the reference exactly.
     for weight_dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         data = ctx.shards(f"x{weight_dtype}", lambda r, g: torch.randn(odd_size(g), generator=g) * (1 + r))
-        weights = ctx.shards(f"w{weight_dtype}", lambda r, g: torch.randint(
-            -4, 5, (data[r].numel(),), generator=g).to(weight_dtype))
+        weights = ctx.shards(
+            f"w{weight_dtype}", lambda r, g: torch.randint(-4, 5, (data[r].numel(),), generator=g).to(weight_dtype)
+        )
         x, w = data[ctx.rank], weights[ctx.rank]
         whole, whole_w = flat_cat(data), flat_cat(weights)
         for lo, hi in ((None, None), (-2.0, 2.0)):
@@ -225,12 +241,15 @@ def histogram_add_running(ctx: Context) -> None:
             lo, hi = bounds if bounds else (None, None)
             if bounds:
                 data = ctx.shards(f"{hist_dtype}{step}", lambda r, g: torch.rand(odd_size(g), generator=g) * 2.4 - 1.2)
-                weights = ctx.shards(f"w{hist_dtype}{step}", lambda r, g: torch.randint(
-                    -3, 4, (data[r].numel(),), generator=g).to(weight_dtype))
+                weights = ctx.shards(
+                    f"w{hist_dtype}{step}",
+                    lambda r, g: torch.randint(-3, 4, (data[r].numel(),), generator=g).to(weight_dtype),
+                )
                 w, whole_w = weights[ctx.rank], flat_cat(weights)
             else:
-                data = ctx.shards(f"{hist_dtype}{step}", lambda r, g: torch.randint(
-                    -2, bins + 2, (odd_size(g),), generator=g))
+                data = ctx.shards(
+                    f"{hist_dtype}{step}", lambda r, g: torch.randint(-2, bins + 2, (odd_size(g),), generator=g)
+                )
                 w, whole_w = None, None
             returned = dh.histogram_add_(hist, data[ctx.rank], lo, hi, weight=w)
             assert returned is hist, "histogram_add_ returns hist"
@@ -257,8 +276,9 @@ def batched_rows(ctx: Context) -> None:
     # [3, 4, N_rank]: N differs per rank; a permuted (non-contiguous) view of [N, 3, 4].
     ints = ctx.shards("int", lambda r, g: torch.randint(-1, bins + 1, (odd_size(g, 600), 3, 4), generator=g))
     ints = [s.permute(1, 2, 0) for s in ints]
-    floats = ctx.shards("float", lambda r, g: sprinkle_specials(torch.randn(3, 4, odd_size(g, 600), generator=g)
-                                                                * (r + 1) + r, g))
+    floats = ctx.shards(
+        "float", lambda r, g: sprinkle_specials(torch.randn(3, 4, odd_size(g, 600), generator=g) * (r + 1) + r, g)
+    )
     for name, shards in (("index", ints), ("data range", floats)):
         got = dh.batched_histogram(shards[ctx.rank], bins)
         whole = torch.cat(shards, dim=-1)
@@ -294,8 +314,11 @@ def async_handles(ctx: Context) -> None:
     assert isinstance(pending, dh.PendingHistogram)
     expect_equal(pending.wait(), want_ints, "histogram")
     assert pending.wait() is pending.wait(), "wait() twice gives the same tensor"
-    expect_equal(dh.histogram(floats[ctx.rank], bins, async_op=True).wait(),
-                 reference_histogram(flat_cat(floats), bins), "histogram, data range")
+    expect_equal(
+        dh.histogram(floats[ctx.rank], bins, async_op=True).wait(),
+        reference_histogram(flat_cat(floats), bins),
+        "histogram, data range",
+    )
     hist = torch.ones(bins, dtype=torch.int64, device=ctx.device)
     assert dh.histogram_add_(hist, ints[ctx.rank], async_op=True).wait() is hist
     expect_equal(hist, want_ints + 1, "histogram_add_")
@@ -322,8 +345,10 @@ def ranks_that_disagree_raise_everywhere(ctx: Context) -> None:
         ("count / sum dtype", lambda: dh.histogram(x_float, 10, weight=x_float if first else None)),
         ("batch shape", lambda: dh.batched_histogram(x_int.reshape(4 if first else 5, -1), 10)),
         ("function", lambda: dh.histogram(x_int, 10) if first else dh.batched_histogram(x_int.reshape(1, -1), 10)),
-        ("bins", lambda: dh.all_reduce_histogram(
-            torch.zeros(10 if first else 12, dtype=torch.int64, device=ctx.device))),
+        (
+            "bins",
+            lambda: dh.all_reduce_histogram(torch.zeros(10 if first else 12, dtype=torch.int64, device=ctx.device)),
+        ),
     ]
     for field, call in cases:
         expect_raises(ValueError, f"the same {field}", call, field)
@@ -339,15 +364,20 @@ def local_error_raises_on_every_rank(ctx: Context) -> None:
         if ctx.rank == 1:
             expect_raises(ValueError, "weight", lambda: dh.histogram(x, 8, lo, hi, weight=bad_weight), "own error")
         else:
-            expect_raises(RuntimeError, "group rank 1: ValueError", lambda: dh.histogram(x, 8, lo, hi, weight=bad_weight),
-                          "another rank's error")
+            expect_raises(
+                RuntimeError,
+                "group rank 1: ValueError",
+                lambda: dh.histogram(x, 8, lo, hi, weight=bad_weight),
+                "another rank's error",
+            )
     # Rank 0's out has the wrong shape: rank 0 raises its own ValueError, the others a RuntimeError naming rank 0.
     out = torch.zeros(9 if ctx.rank == 0 else 8, dtype=torch.int64, device=ctx.device)
     if ctx.rank == 0:
         expect_raises(ValueError, "out must have shape", lambda: dh.histogram(x, 8, 0.0, 1.0, out=out), "own error")
     else:
-        expect_raises(RuntimeError, "group rank 0: ValueError", lambda: dh.histogram(x, 8, 0.0, 1.0, out=out),
-                      "rank 0's error")
+        expect_raises(
+            RuntimeError, "group rank 0: ValueError", lambda: dh.histogram(x, 8, 0.0, 1.0, out=out), "rank 0's error"
+        )
     expect_equal(dh.histogram(x, 8, 0.0, 1.0), torch.histc(x.cpu(), 8, 0, 1).long() * ctx.world, "after errors")
 
 
@@ -366,11 +396,15 @@ def process_groups(ctx: Context) -> None:
     ints = ctx.shards("int", lambda r, g: torch.randint(0, 20, (odd_size(g),), generator=g))
     expect_equal(dh.histogram(ints[ctx.rank], 20, group=everyone), reference_histogram(flat_cat(ints), 20), "all")
     if ctx.rank == ctx.world - 1:
-        expect_equal(dh.histogram(ints[ctx.rank], 20, group=last_only), reference_histogram(ints[ctx.rank], 20),
-                     "a group of one rank")
+        expect_equal(
+            dh.histogram(ints[ctx.rank], 20, group=last_only),
+            reference_histogram(ints[ctx.rank], 20),
+            "a group of one rank",
+        )
     else:
-        expect_raises(RuntimeError, "not a member", lambda: dh.histogram(ints[ctx.rank], 20, group=last_only),
-                      "non-member")
+        expect_raises(
+            RuntimeError, "not a member", lambda: dh.histogram(ints[ctx.rank], 20, group=last_only), "non-member"
+        )
 
 
 @scenario(cuda_only=True)
@@ -472,62 +506,105 @@ def _xf(ctx: Context) -> torch.Tensor:
 
 TRIGGERS = {
     # The issue's reproducer: a rank with no shard, on the default group.
-    "none_input_default_group": Trigger(lambda c: lambda: dh.histogram(None, 20), TypeError, "input must be a",
-                                        good=lambda c: lambda: dh.histogram(_x(c), 20)),
+    "none_input_default_group": Trigger(
+        lambda c: lambda: dh.histogram(None, 20),
+        TypeError,
+        "input must be a",
+        good=lambda c: lambda: dh.histogram(_x(c), 20),
+    ),
     "list_input": Trigger(lambda c: lambda: dh.histogram([1, 2, 3], 4, group=c.quick), TypeError, "input must be"),
-    "list_weight": Trigger(lambda c: lambda: dh.histogram(_xf(c), 4, 0.0, 1.0, weight=[1.0] * 16, group=c.quick),
-                           TypeError, "weight must be",
-                           good=lambda c: lambda: dh.histogram(_xf(c), 4, 0.0, 1.0, weight=_xf(c), group=c.quick)),
-    "list_hist": Trigger(lambda c: lambda: dh.histogram_add_([0] * 4, _x(c), group=c.quick), TypeError,
-                         "hist must be", good=lambda c: lambda: dh.histogram_add_(
-                             torch.zeros(4, dtype=torch.int64, device=c.device), _x(c), group=c.quick)),
-    "list_hist_all_reduce": Trigger(lambda c: lambda: dh.all_reduce_histogram([0] * 4, group=c.quick), TypeError,
-                                    "hist must be", good=lambda c: lambda: dh.all_reduce_histogram(
-                                        torch.zeros(4, dtype=torch.int64, device=c.device), group=c.quick)),
-    "min_not_a_number": Trigger(lambda c: lambda: dh.histogram(_x(c), 10, "abc", 3.0, group=c.quick), TypeError,
-                                "min must be"),
-    "bins_past_int64": Trigger(lambda c: lambda: dh.histogram(_x(c), 1 << 63, group=c.quick), ValueError,
-                               "bins must be"),
-    "bins_not_an_int": Trigger(lambda c: lambda: dh.histogram(_x(c), 4.5, group=c.quick), TypeError,
-                               "bins must be an int"),
+    "list_weight": Trigger(
+        lambda c: lambda: dh.histogram(_xf(c), 4, 0.0, 1.0, weight=[1.0] * 16, group=c.quick),
+        TypeError,
+        "weight must be",
+        good=lambda c: lambda: dh.histogram(_xf(c), 4, 0.0, 1.0, weight=_xf(c), group=c.quick),
+    ),
+    "list_hist": Trigger(
+        lambda c: lambda: dh.histogram_add_([0] * 4, _x(c), group=c.quick),
+        TypeError,
+        "hist must be",
+        good=lambda c: (
+            lambda: dh.histogram_add_(torch.zeros(4, dtype=torch.int64, device=c.device), _x(c), group=c.quick)
+        ),
+    ),
+    "list_hist_all_reduce": Trigger(
+        lambda c: lambda: dh.all_reduce_histogram([0] * 4, group=c.quick),
+        TypeError,
+        "hist must be",
+        good=lambda c: (
+            lambda: dh.all_reduce_histogram(torch.zeros(4, dtype=torch.int64, device=c.device), group=c.quick)
+        ),
+    ),
+    "min_not_a_number": Trigger(
+        lambda c: lambda: dh.histogram(_x(c), 10, "abc", 3.0, group=c.quick), TypeError, "min must be"
+    ),
+    "bins_past_int64": Trigger(
+        lambda c: lambda: dh.histogram(_x(c), 1 << 63, group=c.quick), ValueError, "bins must be"
+    ),
+    "bins_not_an_int": Trigger(
+        lambda c: lambda: dh.histogram(_x(c), 4.5, group=c.quick), TypeError, "bins must be an int"
+    ),
     "missing_argument": Trigger(lambda c: lambda: dh.histogram(_x(c), group=c.quick), TypeError, "'bins'"),
-    "misspelt_keyword": Trigger(lambda c: lambda: dh.histogram(_x(c), 4, bin=4, group=c.quick), TypeError,
-                                "'bin'"),
-    "check_not_a_bool": Trigger(lambda c: lambda: dh.histogram(_x(c), 4, group=c.quick, check="yes"), TypeError,
-                                "check must be"),
-    "memory_error_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(MemoryError), 4,
-                                                                         group=c.quick), MemoryError, "subclass"),
-    "overflow_error_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(OverflowError), 4,
-                                                                           group=c.quick), OverflowError, "subclass"),
-    "attribute_error_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(AttributeError), 4,
-                                                                            group=c.quick), AttributeError,
-                                             "subclass"),
-    "unknown_error_type_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(Boom), 4,
-                                                                               group=c.quick), Boom, "subclass"),
+    "misspelt_keyword": Trigger(lambda c: lambda: dh.histogram(_x(c), 4, bin=4, group=c.quick), TypeError, "'bin'"),
+    "check_not_a_bool": Trigger(
+        lambda c: lambda: dh.histogram(_x(c), 4, group=c.quick, check="yes"), TypeError, "check must be"
+    ),
+    "memory_error_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(MemoryError), 4, group=c.quick), MemoryError, "subclass"
+    ),
+    "overflow_error_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(OverflowError), 4, group=c.quick), OverflowError, "subclass"
+    ),
+    "attribute_error_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(AttributeError), 4, group=c.quick), AttributeError, "subclass"
+    ),
+    "unknown_error_type_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(Boom), 4, group=c.quick), Boom, "subclass"
+    ),
     # Not Exceptions: a Ctrl-C (or an exit) on one rank while it prepares must still reach the others.
-    "keyboard_interrupt_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(KeyboardInterrupt), 4,
-                                                                               group=c.quick), KeyboardInterrupt,
-                                                "subclass"),
-    "system_exit_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(SystemExit), 4,
-                                                                        group=c.quick), SystemExit, "subclass"),
-    "base_exception_in_local_step": Trigger(lambda c: lambda: dh.histogram(raising_tensor(Halt), 4, group=c.quick),
-                                            Halt, "subclass"),
+    "keyboard_interrupt_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(KeyboardInterrupt), 4, group=c.quick),
+        KeyboardInterrupt,
+        "subclass",
+    ),
+    "system_exit_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(SystemExit), 4, group=c.quick), SystemExit, "subclass"
+    ),
+    "base_exception_in_local_step": Trigger(
+        lambda c: lambda: dh.histogram(raising_tensor(Halt), 4, group=c.quick), Halt, "subclass"
+    ),
     # Refused by the binning step, which runs after the range merge: it must be refused before the agreement.
-    "data_range_bad_out_of_range": Trigger(lambda c: lambda: dh.histogram(_xf(c), 4, out_of_range="bogus",
-                                                                          group=c.quick), ValueError, "out_of_range",
-                                           good=lambda c: lambda: dh.histogram(_xf(c), 4, group=c.quick)),
-    "batched_0d_input": Trigger(lambda c: lambda: dh.batched_histogram(torch.tensor(3, device=c.device), 4,
-                                                                       group=c.quick), ValueError, "at least 1 dim",
-                                good=lambda c: lambda: dh.batched_histogram(_x(c).reshape(2, 8), 4, group=c.quick)),
-    "hist_is_input": Trigger(lambda c: lambda: dh.histogram_add_(*[torch.zeros(4, dtype=torch.int64,
-                                                                               device=c.device)] * 2,
-                                                                 group=c.quick), ValueError, "share memory",
-                             good=lambda c: lambda: dh.histogram_add_(
-                                 torch.zeros(4, dtype=torch.int64, device=c.device), _x(c), group=c.quick)),
+    "data_range_bad_out_of_range": Trigger(
+        lambda c: lambda: dh.histogram(_xf(c), 4, out_of_range="bogus", group=c.quick),
+        ValueError,
+        "out_of_range",
+        good=lambda c: lambda: dh.histogram(_xf(c), 4, group=c.quick),
+    ),
+    "batched_0d_input": Trigger(
+        lambda c: lambda: dh.batched_histogram(torch.tensor(3, device=c.device), 4, group=c.quick),
+        ValueError,
+        "at least 1 dim",
+        good=lambda c: lambda: dh.batched_histogram(_x(c).reshape(2, 8), 4, group=c.quick),
+    ),
+    "hist_is_input": Trigger(
+        lambda c: lambda: dh.histogram_add_(*[torch.zeros(4, dtype=torch.int64, device=c.device)] * 2, group=c.quick),
+        ValueError,
+        "share memory",
+        good=lambda c: (
+            lambda: dh.histogram_add_(torch.zeros(4, dtype=torch.int64, device=c.device), _x(c), group=c.quick)
+        ),
+    ),
     # Every rank fails, each its own way: each re-raises its own error.
-    "every_rank_fails": Trigger(lambda c: (lambda: dh.histogram(None, 4, group=c.quick)) if c.rank == 0 else
-                                (lambda: dh.histogram(_x(c), 0, group=c.quick)), Exception, "must be",
-                                failing=(0, 1)),
+    "every_rank_fails": Trigger(
+        lambda c: (
+            (lambda: dh.histogram(None, 4, group=c.quick))
+            if c.rank == 0
+            else (lambda: dh.histogram(_x(c), 0, group=c.quick))
+        ),
+        Exception,
+        "must be",
+        failing=(0, 1),
+    ),
 }
 
 
@@ -554,8 +631,11 @@ def run_trigger(ctx: Context, trigger: Trigger, index: int) -> None:
     end = time.time()
     rows = gather_floats(ctx, [start, end])
     latency = end - max(row[0] for row in rows)
-    print(f"[rank {ctx.rank}] {ctx.name}: raised {type(raised).__name__} {latency * 1e3:.1f} ms after the last "
-          "rank's call", flush=True)
+    print(
+        f"[rank {ctx.rank}] {ctx.name}: raised {type(raised).__name__} {latency * 1e3:.1f} ms after the last "
+        "rank's call",
+        flush=True,
+    )
     assert raised is not None, "the call returned instead of raising"
     if failing:
         if trigger.error is not Exception:
@@ -569,8 +649,11 @@ def run_trigger(ctx: Context, trigger: Trigger, index: int) -> None:
         assert trigger.fragment in message, f"{message!r} lacks the failing rank's error {trigger.fragment!r}"
     assert latency < 1.0, f"raised {latency:.3f} s after the last rank's call"
     # Still in step: a correct call right after gives the right answer.
-    expect_equal(dh.histogram(_x(ctx), 4, group=ctx.quick),
-                 torch.full((4,), 4 * ctx.world, dtype=torch.int64), "a correct call after the error")
+    expect_equal(
+        dh.histogram(_x(ctx), 4, group=ctx.quick),
+        torch.full((4,), 4 * ctx.world, dtype=torch.int64),
+        "a correct call after the error",
+    )
 
 
 def _register_trigger(name: str, index: int) -> None:
@@ -660,8 +743,11 @@ def base_exception_on_one_rank_reaches_every_rank(ctx: Context) -> None:
     except BaseException as exc:  # noqa: BLE001
         raised = exc
     assert raised is error, f"every rank interrupted: rank {ctx.rank} raised {raised!r}"
-    expect_equal(dh.histogram(x, 8, group=ctx.quick), reference_histogram(flat_cat(shards), 8),
-                 "a correct call after the errors (still in step)")
+    expect_equal(
+        dh.histogram(x, 8, group=ctx.quick),
+        reference_histogram(flat_cat(shards), 8),
+        "a correct call after the errors (still in step)",
+    )
 
 
 @scenario()
@@ -687,8 +773,9 @@ def data_range_accumulate_refused(ctx: Context) -> None:
             except Exception as exc:  # noqa: BLE001
                 assert type(exc) is type(single), f"{what}: {type(exc).__name__}, not {type(single).__name__}"
                 # The same rule's message (the text after the op's name, which names the function called).
-                assert str(exc).split(": ", 1)[1] == str(single).split(": ", 1)[1], \
+                assert str(exc).split(": ", 1)[1] == str(single).split(": ", 1)[1], (
                     f"{what}: {exc!r} vs the single-process {single!r}"
+                )
             else:
                 raise AssertionError(f"{what} check={check}: accepted")
             expect_unchanged(out, before, f"{what} check={check}")
@@ -697,11 +784,19 @@ def data_range_accumulate_refused(ctx: Context) -> None:
     before = out.clone()
     bounds = (None, None) if ctx.rank == 1 else (-1.0, 1.0)
     if ctx.rank == 1:
-        expect_raises(ValueError, "min and max", lambda: dh.histogram(x, 4, *bounds, out=out, accumulate=True,
-                                                                      group=ctx.quick), "rank 1")
+        expect_raises(
+            ValueError,
+            "min and max",
+            lambda: dh.histogram(x, 4, *bounds, out=out, accumulate=True, group=ctx.quick),
+            "rank 1",
+        )
     else:
-        expect_raises(RuntimeError, "group rank 1: ValueError", lambda: dh.histogram(
-            x, 4, *bounds, out=out, accumulate=True, group=ctx.quick), "rank 0")
+        expect_raises(
+            RuntimeError,
+            "group rank 1: ValueError",
+            lambda: dh.histogram(x, 4, *bounds, out=out, accumulate=True, group=ctx.quick),
+            "rank 0",
+        )
     expect_unchanged(out, before, "one rank refused")
     # Replacing out (accumulate=False) over the data's range stays allowed, as in the single-process call.
     shards = ctx.shards("whole", lambda r, g: torch.randn(odd_size(g, 600), generator=g) * (r + 1))
@@ -720,19 +815,34 @@ def accumulate_disagreement_caught(ctx: Context) -> None:
     weights = ctx.shards("w", lambda r, g: torch.randint(-3, 4, (floats[r].numel(),), generator=g).double())
     xi, xf, w = ints[ctx.rank], floats[ctx.rank], weights[ctx.rank]
     calls = [
-        ("index", lambda out, acc: dh.histogram(xi, 6, out=out, accumulate=acc, group=ctx.quick), torch.int64,
-         reference_histogram(flat_cat(ints), 6)),
-        ("given range", lambda out, acc: dh.histogram(xf, 6, 0.0, 1.0, out=out, accumulate=acc, group=ctx.quick),
-         torch.int32, reference_histogram(flat_cat(floats), 6, 0.0, 1.0).int()),
-        ("weighted", lambda out, acc: dh.histogram(xf, 6, 0.0, 1.0, weight=w, out=out, accumulate=acc,
-                                                   group=ctx.quick), torch.float64,
-         reference_histogram(flat_cat(floats), 6, 0.0, 1.0, weight=flat_cat(weights))),
+        (
+            "index",
+            lambda out, acc: dh.histogram(xi, 6, out=out, accumulate=acc, group=ctx.quick),
+            torch.int64,
+            reference_histogram(flat_cat(ints), 6),
+        ),
+        (
+            "given range",
+            lambda out, acc: dh.histogram(xf, 6, 0.0, 1.0, out=out, accumulate=acc, group=ctx.quick),
+            torch.int32,
+            reference_histogram(flat_cat(floats), 6, 0.0, 1.0).int(),
+        ),
+        (
+            "weighted",
+            lambda out, acc: dh.histogram(xf, 6, 0.0, 1.0, weight=w, out=out, accumulate=acc, group=ctx.quick),
+            torch.float64,
+            reference_histogram(flat_cat(floats), 6, 0.0, 1.0, weight=flat_cat(weights)),
+        ),
     ]
     for what, call, dtype, global_hist in calls:
         out = random_out(ctx, what, 6, dtype)
         before = out.clone()
-        expect_raises(ValueError, "every rank of the group must pass the same accumulate; got group rank 0: False, "
-                      "group rank 1: True", lambda: call(out, ctx.rank == 1), what)
+        expect_raises(
+            ValueError,
+            "every rank of the group must pass the same accumulate; got group rank 0: False, group rank 1: True",
+            lambda: call(out, ctx.rank == 1),
+            what,
+        )
         expect_unchanged(out, before, what)
         # Ranks that agree: accumulate=True on every rank adds the global histogram into each rank's out.
         call(out, True)
@@ -748,19 +858,32 @@ def disagreement_names_each_rank_value(ctx: Context) -> None:
     x = _x(ctx)
     first = ctx.rank == 0
     cases = [
-        (lambda: dh.histogram(x, 4, group=ctx.quick) if first else dh.batched_histogram(x.reshape(1, -1), 4,
-                                                                                        group=ctx.quick),
-         "group rank 0: torch_dsmhist.distributed.histogram, group rank 1: "
-         "torch_dsmhist.distributed.batched_histogram"),
-        (lambda: dh.batched_histogram(x.reshape(4 if first else 2, -1), 4, group=ctx.quick),
-         "group rank 0: (4,), group rank 1: (2,)"),
-        (lambda: dh.histogram(x, 4, dtype=torch.int64 if first else torch.int32, group=ctx.quick),
-         "group rank 0: torch.int64, group rank 1: torch.int32"),
-        (lambda: dh.histogram(x, 4, out_of_range="ignore" if first else "clamp", group=ctx.quick),
-         "group rank 0: 'ignore', group rank 1: 'clamp'"),
+        (
+            lambda: (
+                dh.histogram(x, 4, group=ctx.quick)
+                if first
+                else dh.batched_histogram(x.reshape(1, -1), 4, group=ctx.quick)
+            ),
+            "group rank 0: torch_dsmhist.distributed.histogram, group rank 1: "
+            "torch_dsmhist.distributed.batched_histogram",
+        ),
+        (
+            lambda: dh.batched_histogram(x.reshape(4 if first else 2, -1), 4, group=ctx.quick),
+            "group rank 0: (4,), group rank 1: (2,)",
+        ),
+        (
+            lambda: dh.histogram(x, 4, dtype=torch.int64 if first else torch.int32, group=ctx.quick),
+            "group rank 0: torch.int64, group rank 1: torch.int32",
+        ),
+        (
+            lambda: dh.histogram(x, 4, out_of_range="ignore" if first else "clamp", group=ctx.quick),
+            "group rank 0: 'ignore', group rank 1: 'clamp'",
+        ),
         (lambda: dh.histogram(x, 4 if first else 5, group=ctx.quick), "group rank 0: 4, group rank 1: 5"),
-        (lambda: dh.histogram(x.float(), 4, 0.0, 4.0 if first else 8.0, group=ctx.quick),
-         "group rank 0: 4.0, group rank 1: 8.0"),
+        (
+            lambda: dh.histogram(x.float(), 4, 0.0, 4.0 if first else 8.0, group=ctx.quick),
+            "group rank 0: 4.0, group rank 1: 8.0",
+        ),
     ]
     for call, values in cases:
         expect_raises(ValueError, values, call, values)
@@ -778,20 +901,36 @@ def signed_zero_min_agrees(ctx: Context) -> None:
 def overlap_refused_on_every_rank(ctx: Context) -> None:
     # As the single-process op refuses hist overlapping input or weight, on every rank and nothing written.
     h = torch.arange(4, device=ctx.device)
-    expect_raises(ValueError, "hist and input share memory", lambda: dh.histogram_add_(h, h, group=ctx.quick),
-                  "histogram_add_(h, h)")
+    expect_raises(
+        ValueError,
+        "hist and input share memory",
+        lambda: dh.histogram_add_(h, h, group=ctx.quick),
+        "histogram_add_(h, h)",
+    )
     expect_equal(h, torch.arange(4), "h unchanged")
     hf = torch.zeros(4, dtype=torch.float32, device=ctx.device)
     xf = _xf(ctx)[:4]
-    expect_raises(ValueError, "hist and weight share memory",
-                  lambda: dh.histogram_add_(hf, xf, 0.0, 1.0, weight=hf, group=ctx.quick), "weight is hist")
+    expect_raises(
+        ValueError,
+        "hist and weight share memory",
+        lambda: dh.histogram_add_(hf, xf, 0.0, 1.0, weight=hf, group=ctx.quick),
+        "weight is hist",
+    )
     o = torch.arange(4, device=ctx.device)
-    expect_raises(ValueError, "out and input share memory", lambda: dh.histogram(o, 4, out=o, group=ctx.quick),
-                  "histogram(o, out=o)")
+    expect_raises(
+        ValueError,
+        "out and input share memory",
+        lambda: dh.histogram(o, 4, out=o, group=ctx.quick),
+        "histogram(o, out=o)",
+    )
     expect_equal(o, torch.arange(4), "o unchanged")
     expanded = torch.zeros(1, dtype=torch.int64, device=ctx.device).expand(4)
-    expect_raises(ValueError, "hist has elements that share memory", lambda: dh.histogram_add_(
-        expanded, _x(ctx), group=ctx.quick), "expanded hist")
+    expect_raises(
+        ValueError,
+        "hist has elements that share memory",
+        lambda: dh.histogram_add_(expanded, _x(ctx), group=ctx.quick),
+        "expanded hist",
+    )
 
 
 @scenario()
@@ -800,8 +939,12 @@ def result_does_not_require_grad(ctx: Context) -> None:
     got = dh.histogram(_xf(ctx), 4, 0.0, 1.0, weight=w, group=ctx.quick)
     assert not got.requires_grad, "the result of an all-reduce must not claim a gradient"
     leaf = torch.zeros(4, device=ctx.device, requires_grad=True)
-    expect_raises(ValueError, "leaf tensor that requires grad", lambda: dh.histogram_add_(
-        leaf, _xf(ctx), 0.0, 1.0, weight=w.detach(), group=ctx.quick), "leaf hist")
+    expect_raises(
+        ValueError,
+        "leaf tensor that requires grad",
+        lambda: dh.histogram_add_(leaf, _xf(ctx), 0.0, 1.0, weight=w.detach(), group=ctx.quick),
+        "leaf hist",
+    )
 
 
 @scenario(alone=True)
@@ -846,8 +989,9 @@ def main() -> None:
     if args.device == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         device = torch.device("cuda", torch.cuda.current_device())
-    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=120),
-                            device_id=device if device.type == "cuda" else None)
+    dist.init_process_group(
+        args.backend, timeout=datetime.timedelta(seconds=120), device_id=device if device.type == "cuda" else None
+    )
     ctx = Context(rank, world, device, args.seed)
     ctx.quick = dist.new_group(list(range(world)), timeout=datetime.timedelta(seconds=20))
     names = [n for n in args.only.split(",") if n] or list(SCENARIOS)

@@ -70,8 +70,9 @@ def test_a_section_is_rewritten_in_place_and_the_others_kept(benchlib, tmp_path,
 
     assert after["plan"].strip() == "# new plan figures\n\n| a |"
     assert after["a-new-benchmark"].strip() == "# appended"
-    assert {k: v for k, v in after.items() if k not in ("plan", "a-new-benchmark")} == \
-        {k: v for k, v in before.items() if k != "plan"}
+    assert {k: v for k, v in after.items() if k not in ("plan", "a-new-benchmark")} == {
+        k: v for k, v in before.items() if k != "plan"
+    }
     assert [name for name, _ in SECTION.findall(after_text)] == order + ["a-new-benchmark"]
     out_dir = tmp_path / "out"
     benchlib.write_results_section("plan", "# again", out_dir)
@@ -89,6 +90,7 @@ def test_bench_edges_torch_idiom_follows_torch_histogram(bench_edges, gen, edge_
     """The bucketize + bincount contender bins as torch.histogram does: values on edges (the last one included),
     outside the edges, NaN, repeated edges, a strided view."""
     import torch
+
     edges = torch.randn(edge_count, generator=gen).sort().values
     edges[edge_count // 2] = edges[max(0, edge_count // 2 - 1)]  # a repeated edge: an empty bin
     values = torch.randn(2 * 30011, generator=gen) * 1.5
@@ -113,13 +115,16 @@ def test_bench_edges_verdicts_name_each_missed_target(bench_edges, benchlib):
     met = Result(cases["1000 edges"], cells={"op": Cell(0.1), "cupy": Cell(1.4)})
     assert bench_edges.verdict(met) == "met"
     slow = Result(cases["2-D, 64x64 bins"], cells={"op": Cell(0.6), "cupy": Cell(9.0), "idiom": Cell(4.3)})
-    assert bench_edges.verdict(slow) == ("missed: 0.6 ms is 2.00x the 0.3 ms target; 15.0x CuPy, not 30x; "
-                                         "7.2x bucketize + bincount, not 14x")
+    assert bench_edges.verdict(slow) == (
+        "missed: 0.6 ms is 2.00x the 0.3 ms target; 15.0x CuPy, not 30x; 7.2x bucketize + bincount, not 14x"
+    )
     no_cupy = Result(cases["10000 edges"], cells={"op": Cell(0.2)})
     assert bench_edges.verdict(no_cupy) == "met (CuPy not measured)"
     large = cases["2-D, 1024x1024 bins"]
-    assert bench_edges.verdict(Result(large, cells={"op": Cell(4.0), "op_1m": Cell(3.2)})) == \
-        "missed: 1.25x the 1-D op's 3.2 ms at 1M bins"
+    assert (
+        bench_edges.verdict(Result(large, cells={"op": Cell(4.0), "op_1m": Cell(3.2)}))
+        == "missed: 1.25x the 1-D op's 3.2 ms at 1M bins"
+    )
     assert bench_edges.verdict(Result(large, cells={"op": Cell(status="FAIL")})) == "not measured: the op failed"
     section = bench_edges.render([met, slow], 2**26, 2**22, 3e12, "a GPU", "not installed", quick=False)
     assert section.count("\n| ") == 3  # header and two rows
@@ -154,8 +159,10 @@ def test_suite_targets_name_each_miss_and_what_was_not_measured(suite_targets):
     assert verdicts["256K-1M bins"] == "missed: 1.05 ms is 1.31x the 0.8 ms target; 2.98x torch.histc, not 3.9x"
     assert verdicts["4M bins"] == "met"
     assert verdicts["16M bins"] == "missed: 1.66 ms is 1.04x the 1.6 ms target; 7.23x torch.histc, not 7.5x"
-    assert verdicts["no distribution > 1.25x uniform's time at the same bins (128K-16M)"] == \
-        "missed: 1.29x at 1048576 bins (zipf)"
+    assert (
+        verdicts["no distribution > 1.25x uniform's time at the same bins (128K-16M)"]
+        == "missed: 1.29x at 1048576 bins (zipf)"
+    )
     assert verdicts["uniform"] == "met"
     assert verdicts["uint8, 2^30 values, 256 bins"] == "met"
     assert verdicts["float32 with a range, 256 bins"] == "not measured"

@@ -14,6 +14,9 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import CUDA_OK, CUDA_SKIP_REASON, DEVICES, cuda_only
 from helpers import (
     ALL_DTYPES,
@@ -28,8 +31,6 @@ from helpers import (
     reference_histogram,
     shared_capacity,
 )
-
-import torch_dsmhist
 
 THREADS = 8
 BARRIER_TIMEOUT_S = 120.0  # a thread that never reaches a barrier breaks it instead of hanging the others
@@ -332,8 +333,15 @@ def test_tier_override_is_thread_local(gen):
     tier; torch.ops.dsmhist._get_tier_override shows it on any build.)"""
     baseline = tuple(torch.ops.dsmhist._get_tier_override())
     assert baseline[:2] == ("auto", 0)
-    forced = [("global", 0), ("shared", 0), ("cluster", 3), ("cluster", 0), ("cluster_dsmem", 2), ("auto", 0),
-              ("global", 0)]
+    forced = [
+        ("global", 0),
+        ("shared", 0),
+        ("cluster", 3),
+        ("cluster", 0),
+        ("cluster_dsmem", 2),
+        ("auto", 0),
+        ("global", 0),
+    ]
     x = make_index_values(10007, 50, torch.int64, "uniform", gen)
     expected = reference_histogram(x, 50)
     inside = threading.Barrier(len(forced) + 1, timeout=BARRIER_TIMEOUT_S)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torch_dsmhist
+
 from conftest import DEVICES, cuda_only
 from helpers import deterministic_algorithms, make_index_values, make_range_values, reference_histogram
 
@@ -25,41 +26,88 @@ from helpers import deterministic_algorithms, make_index_values, make_range_valu
 # (name, call, error type, message pattern). x: int64 ids in [0, 10); f: float64 values; o: int64 out [10];
 # w: float32 weights of x's shape.
 OUT_ERRORS = [
-    ("weight shape", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w[:-1], out=o.double()), ValueError,
-     "weight must have the shape"),
-    ("out_of_range", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out_of_range="bogus", out=o), ValueError,
-     "out_of_range"),
+    (
+        "weight shape",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w[:-1], out=o.double()),
+        ValueError,
+        "weight must have the shape",
+    ),
+    (
+        "out_of_range",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out_of_range="bogus", out=o),
+        ValueError,
+        "out_of_range",
+    ),
     ("bool input", lambda x, f, o, w: torch_dsmhist.histogram(x.bool(), 10, out=o), ValueError, "input has dtype"),
-    ("complex input", lambda x, f, o, w: torch_dsmhist.histogram(f.to(torch.complex64), 10, out=o), ValueError,
-     "input has dtype"),
+    (
+        "complex input",
+        lambda x, f, o, w: torch_dsmhist.histogram(f.to(torch.complex64), 10, out=o),
+        ValueError,
+        "input has dtype",
+    ),
     ("min > max", lambda x, f, o, w: torch_dsmhist.histogram(f, 10, 2.0, 1.0, out=o), ValueError, "less than max"),
     ("NaN min", lambda x, f, o, w: torch_dsmhist.histogram(f, 10, float("nan"), 1.0, out=o), ValueError, "finite"),
     ("inf max", lambda x, f, o, w: torch_dsmhist.histogram(f, 10, 0.0, float("inf"), out=o), ValueError, "finite"),
     ("only min", lambda x, f, o, w: torch_dsmhist.histogram(f, 10, 0.0, out=o), ValueError, "both min and max"),
-    ("integer weight", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=x, out=o.double()), ValueError,
-     "weight must be floating"),
-    ("counts into float out", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.double()), ValueError,
-     "out must hold counts"),
-    ("weights into int out", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, out=o), ValueError,
-     "out must be torch.float32 or torch.float64"),
-    ("dtype != out.dtype", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, dtype=torch.int32, out=o), ValueError,
-     "out has dtype"),
-    ("float dtype", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, dtype=torch.float32, out=o), ValueError,
-     "dtype"),
+    (
+        "integer weight",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=x, out=o.double()),
+        ValueError,
+        "weight must be floating",
+    ),
+    (
+        "counts into float out",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.double()),
+        ValueError,
+        "out must hold counts",
+    ),
+    (
+        "weights into int out",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, out=o),
+        ValueError,
+        "out must be torch.float32 or torch.float64",
+    ),
+    (
+        "dtype != out.dtype",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, dtype=torch.int32, out=o),
+        ValueError,
+        "out has dtype",
+    ),
+    ("float dtype", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, dtype=torch.float32, out=o), ValueError, "dtype"),
     ("out shape", lambda x, f, o, w: torch_dsmhist.histogram(x, 9, out=o), ValueError, "out must have shape"),
     ("out 2-D", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.view(2, 5)), ValueError, "out must have shape"),
     ("out over input", lambda x, f, o, w: torch_dsmhist.histogram(o, 10, out=o), ValueError, "share memory"),
-    ("out over weight", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, out=w[:10]), ValueError,
-     "share memory"),
-    ("out expanded", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o[:1].expand(10)), ValueError,
-     "share memory"),
-    ("weight on another dtype path", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, dtype=torch.int64,
-     out=o.double()), ValueError, "dtype"),
-    ("accumulate with data range", lambda x, f, o, w: torch_dsmhist.histogram(f, 10, out=o, accumulate=True),
-     ValueError, "needs min and max"),
+    (
+        "out over weight",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, out=w[:10]),
+        ValueError,
+        "share memory",
+    ),
+    (
+        "out expanded",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o[:1].expand(10)),
+        ValueError,
+        "share memory",
+    ),
+    (
+        "weight on another dtype path",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, weight=w, dtype=torch.int64, out=o.double()),
+        ValueError,
+        "dtype",
+    ),
+    (
+        "accumulate with data range",
+        lambda x, f, o, w: torch_dsmhist.histogram(f, 10, out=o, accumulate=True),
+        ValueError,
+        "needs min and max",
+    ),
     ("bins=0", lambda x, f, o, w: torch_dsmhist.histogram(x, 0, out=o[:0]), ValueError, "bins must be > 0"),
-    ("out wrong type", lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.tolist()), TypeError,
-     "out must be a torch.Tensor"),
+    (
+        "out wrong type",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.tolist()),
+        TypeError,
+        "out must be a torch.Tensor",
+    ),
 ]
 
 
@@ -138,8 +186,9 @@ def test_histogram_add_bumps_version_so_backward_raises(device):
     h = torch.zeros(4, device=device)
     loss = (w * h).sum()
     version = h._version
-    torch_dsmhist.histogram_add_(h, torch.tensor([0, 1, 1], device=device), 0.0, 4.0,
-                                 weight=torch.ones(3, device=device))
+    torch_dsmhist.histogram_add_(
+        h, torch.tensor([0, 1, 1], device=device), 0.0, 4.0, weight=torch.ones(3, device=device)
+    )
     assert h._version > version
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
@@ -199,14 +248,16 @@ def test_gradcheck_histogram(device, out_of_range, case, gen):
     x = x.to(device)
     w = torch.randn(n, generator=gen, dtype=torch.float64).to(device).requires_grad_()
     assert torch.autograd.gradcheck(
-        lambda w: torch_dsmhist.histogram(x, bins, lo, hi, weight=w, out_of_range=out_of_range), (w,))
+        lambda w: torch_dsmhist.histogram(x, bins, lo, hi, weight=w, out_of_range=out_of_range), (w,)
+    )
     # The gradient is grad_out at each value's bin, 0 for dropped values: checked against an independent binning.
     grad = torch.randn(bins, generator=gen, dtype=torch.float64).to(device)
     (g,) = torch.autograd.grad(torch_dsmhist.histogram(x, bins, lo, hi, weight=w, out_of_range=out_of_range), w, grad)
     if case == "data_range":  # the range the op takes from the data (x is float64 and has no constant run)
         lo, hi = x.min().item(), x.max().item()
-    one_hot = torch.stack([reference_histogram(x[i:i + 1], bins, lo, hi, out_of_range=out_of_range)
-                           for i in range(n)])
+    one_hot = torch.stack(
+        [reference_histogram(x[i : i + 1], bins, lo, hi, out_of_range=out_of_range) for i in range(n)]
+    )
     expected = (one_hot.to(torch.float64) @ grad.cpu()).to(device)
     torch.testing.assert_close(g, expected, rtol=0, atol=0)
 
@@ -219,7 +270,8 @@ def test_gradcheck_batched_histogram(device, gen):
     # Non-contiguous weights and input: a transposed view.
     wt = torch.randn(17, 5, generator=gen, dtype=torch.float64).to(device).requires_grad_()
     assert torch.autograd.gradcheck(
-        lambda wt: torch_dsmhist.batched_histogram(x[0].t(), 9, -1.0, 9.5, weight=wt, out_of_range="clamp"), (wt,))
+        lambda wt: torch_dsmhist.batched_histogram(x[0].t(), 9, -1.0, 9.5, weight=wt, out_of_range="clamp"), (wt,)
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -271,8 +323,9 @@ def test_grad_deterministic_path(gen):
     w = torch.randn(5000, generator=gen, dtype=torch.float64).cuda().requires_grad_()
     grad = torch.randn(16, generator=gen, dtype=torch.float64).cuda()
     with deterministic_algorithms():
-        assert torch.autograd.gradcheck(lambda w: torch_dsmhist.histogram(x[:40], 16, 0.0, 1.0, weight=w[:40]),
-                                        (w[:40].detach().requires_grad_(),))
+        assert torch.autograd.gradcheck(
+            lambda w: torch_dsmhist.histogram(x[:40], 16, 0.0, 1.0, weight=w[:40]), (w[:40].detach().requires_grad_(),)
+        )
         (first,) = torch.autograd.grad(torch_dsmhist.histogram(x, 16, 0.0, 1.0, weight=w), w, grad)
         (second,) = torch.autograd.grad(torch_dsmhist.histogram(x, 16, 0.0, 1.0, weight=w), w, grad)
     assert torch.equal(first, second)
@@ -320,23 +373,42 @@ def test_backward_memory_bound(weight_dtype, gen):
 
 META_CASES = [
     ("bool input", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, dtype=torch.bool, device=d), 4)),
-    ("float count dtype", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, dtype=torch.int64, device=d), 4,
-                                                                dtype=torch.float32)),
-    ("bogus out_of_range", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 4, 0.0, 1.0, None,
-                                                                 "bogus")),
+    (
+        "float count dtype",
+        lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, dtype=torch.int64, device=d), 4, dtype=torch.float32),
+    ),
+    ("bogus out_of_range", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 4, 0.0, 1.0, None, "bogus")),
     ("bins=0", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 0)),
     ("min > max", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 4, 2.0, 1.0)),
-    ("weight shape", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 4, 0.0, 1.0,
-                                                           torch.zeros(4, device=d))),
-    ("int weight", lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 4, 0.0, 1.0,
-                                                         torch.zeros(5, dtype=torch.int64, device=d))),
+    (
+        "weight shape",
+        lambda d: torch.ops.dsmhist.histogram(torch.zeros(5, device=d), 4, 0.0, 1.0, torch.zeros(4, device=d)),
+    ),
+    (
+        "int weight",
+        lambda d: torch.ops.dsmhist.histogram(
+            torch.zeros(5, device=d), 4, 0.0, 1.0, torch.zeros(5, dtype=torch.int64, device=d)
+        ),
+    ),
     ("batched 0-d", lambda d: torch.ops.dsmhist.batched_histogram(torch.zeros((), device=d), 4)),
-    ("add_ float input no range", lambda d: torch.ops.dsmhist.histogram_add_(
-        torch.zeros(4, dtype=torch.int64, device=d), torch.zeros(5, device=d))),
-    ("add_ counts into float", lambda d: torch.ops.dsmhist.histogram_add_(
-        torch.zeros(4, device=d), torch.zeros(5, dtype=torch.int64, device=d))),
-    ("int32 past 2^31", lambda d: torch.ops.dsmhist.histogram(
-        torch.zeros(1, dtype=torch.uint8, device=d).expand(1 << 31), 4, dtype=torch.int32)),
+    (
+        "add_ float input no range",
+        lambda d: torch.ops.dsmhist.histogram_add_(
+            torch.zeros(4, dtype=torch.int64, device=d), torch.zeros(5, device=d)
+        ),
+    ),
+    (
+        "add_ counts into float",
+        lambda d: torch.ops.dsmhist.histogram_add_(
+            torch.zeros(4, device=d), torch.zeros(5, dtype=torch.int64, device=d)
+        ),
+    ),
+    (
+        "int32 past 2^31",
+        lambda d: torch.ops.dsmhist.histogram(
+            torch.zeros(1, dtype=torch.uint8, device=d).expand(1 << 31), 4, dtype=torch.int32
+        ),
+    ),
 ]
 
 
@@ -371,8 +443,11 @@ def test_opcheck_out_and_bin_indices(gen):
     x = torch.randint(-1, 9, (77,), generator=gen)
     w = torch.rand(77, generator=gen)
     f = torch.randn(77, generator=gen)
-    for args in [(torch.zeros(8, dtype=torch.int64), x), (torch.zeros(8), x, None, None, w),
-                 (torch.zeros(8, dtype=torch.int64), f, None, None, None, "clamp", None, False)]:
+    for args in [
+        (torch.zeros(8, dtype=torch.int64), x),
+        (torch.zeros(8), x, None, None, w),
+        (torch.zeros(8, dtype=torch.int64), f, None, None, None, "clamp", None, False),
+    ]:
         torch.library.opcheck(torch.ops.dsmhist._histogram_out.default, args)
     for args in [(x, 8), (f, 8, -1.0, 1.0, "clamp"), (f, 8)]:
         torch.library.opcheck(torch.ops.dsmhist._bin_indices.default, args)
@@ -390,19 +465,25 @@ TYPE_ERRORS = [
     (lambda: torch_dsmhist.histogram(x_, 4.5), TypeError, "bins must be an int"),
     (lambda: torch_dsmhist.histogram(x_, None), TypeError, "bins must be an int"),
     (lambda: torch_dsmhist.histogram(x_, True), TypeError, "bins must be an int"),
-    (lambda: torch_dsmhist.histogram(x_, 2 ** 63), ValueError, "bins must be > 0 and at most 2\\*\\*63 - 1"),
+    (lambda: torch_dsmhist.histogram(x_, 2**63), ValueError, "bins must be > 0 and at most 2\\*\\*63 - 1"),
     (lambda: torch_dsmhist.histogram(x_, -1), ValueError, "bins must be > 0"),
     (lambda: torch_dsmhist.histogram(x_, 4, "abc", 3.0), TypeError, "min must be a real number"),
-    (lambda: torch_dsmhist.histogram(x_, 4, 0.0, 10 ** 400), ValueError, "max .* too large"),
+    (lambda: torch_dsmhist.histogram(x_, 4, 0.0, 10**400), ValueError, "max .* too large"),
     (lambda: torch_dsmhist.histogram(x_, 4, dtype="int32"), TypeError, "dtype must be a torch.dtype"),
     (lambda: torch_dsmhist.histogram(x_, 4, out=[0, 0, 0, 0]), TypeError, "out must be a torch.Tensor"),
     (lambda: torch_dsmhist.histogram(x_, 4, weight=[1.0] * 4), TypeError, "weight must be a torch.Tensor"),
     (lambda: torch_dsmhist.histogram(x_, 4, out_of_range=1), TypeError, "out_of_range must be a str"),
-    (lambda: torch_dsmhist.histogram(x_, 4, out=torch.zeros(4, dtype=torch.int64), accumulate=1), TypeError,
-     "accumulate must be a bool"),
+    (
+        lambda: torch_dsmhist.histogram(x_, 4, out=torch.zeros(4, dtype=torch.int64), accumulate=1),
+        TypeError,
+        "accumulate must be a bool",
+    ),
     (lambda: torch_dsmhist.histogram_add_([0] * 4, x_), TypeError, "hist must be a torch.Tensor"),
-    (lambda: torch_dsmhist.histogram_add_(torch.zeros(4, dtype=torch.int64), None), TypeError,
-     "input must be a torch.Tensor"),
+    (
+        lambda: torch_dsmhist.histogram_add_(torch.zeros(4, dtype=torch.int64), None),
+        TypeError,
+        "input must be a torch.Tensor",
+    ),
     (lambda: torch_dsmhist.batched_histogram(x_.tolist(), 4), TypeError, "input must be a torch.Tensor"),
     (lambda: torch_dsmhist.batched_histogram(x_, "4"), TypeError, "bins must be an int"),
     (lambda: torch_dsmhist.plan("4"), TypeError, "bins must be an int"),
@@ -464,8 +545,16 @@ def test_compile_refuses_writing_over_the_input_on_every_backend(backend, case, 
     assert torch.equal(buf[10:], torch.bincount(ids[:10], minlength=10))
 
 
-@pytest.mark.parametrize("args, kwargs", [(("cluster", "2"), {}), (("cluster", 2.5), {}), (("cluster", True), {}),
-                                          ((3,), {}), (("auto",), {"max_cluster_size": "4"})])
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("cluster", "2"), {}),
+        (("cluster", 2.5), {}),
+        (("cluster", True), {}),
+        ((3,), {}),
+        (("auto",), {"max_cluster_size": "4"}),
+    ],
+)
 def test_force_tier_wrong_types_raise_type_error(args, kwargs):
     before = torch.ops.dsmhist._get_tier_override()
     with pytest.raises(TypeError, match="force_tier"):
@@ -476,14 +565,17 @@ def test_force_tier_wrong_types_raise_type_error(args, kwargs):
         pass
 
 
-@pytest.mark.parametrize("call", [
-    lambda: torch_dsmhist.histogram(torch.arange(4), 4, dtype=torch.float32),
-    lambda: torch_dsmhist.histogram(torch.arange(4), 4, weight=torch.ones(4, dtype=torch.int64)),
-    lambda: torch_dsmhist.histogram(torch.arange(4).bool(), 4),
-    lambda: torch_dsmhist.histogram_add_(torch.zeros(4), torch.arange(4)),
-    lambda: torch_dsmhist.histogram_edges(torch.rand(4), torch.tensor([0.0, 1.0], dtype=torch.float64)),
-    lambda: torch_dsmhist.histogram(torch.rand(4), 4, weight=torch.ones(4), dtype=torch.float64),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: torch_dsmhist.histogram(torch.arange(4), 4, dtype=torch.float32),
+        lambda: torch_dsmhist.histogram(torch.arange(4), 4, weight=torch.ones(4, dtype=torch.int64)),
+        lambda: torch_dsmhist.histogram(torch.arange(4).bool(), 4),
+        lambda: torch_dsmhist.histogram_add_(torch.zeros(4), torch.arange(4)),
+        lambda: torch_dsmhist.histogram_edges(torch.rand(4), torch.tensor([0.0, 1.0], dtype=torch.float64)),
+        lambda: torch_dsmhist.histogram(torch.rand(4), 4, weight=torch.ones(4), dtype=torch.float64),
+    ],
+)
 def test_messages_have_one_prefix_and_torch_dtype_names(call):
     """One prefix (torch_dsmhist.), and dtypes as Python spells them (torch.float32, never c10's Float)."""
     with pytest.raises(ValueError) as error:

@@ -8,6 +8,9 @@ Skipped without a GPU."""
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import CUDA_OK, CUDA_SKIP_REASON
 from helpers import (
     cluster_available,
@@ -18,8 +21,6 @@ from helpers import (
     reference_histogram,
     shared_capacity,
 )
-
-import torch_dsmhist
 
 pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
 
@@ -191,7 +192,9 @@ def test_cluster_packed_zero_adds_on_few_words(gen):
             for name, view in (("dense", xc), ("strided", xc[::3])):
                 with torch_dsmhist.force_tier("cluster", size):
                     got = torch_dsmhist.histogram(view, bins)
-                assert torch.equal(got.cpu(), reference_histogram(view, bins)), f"{bins} bins, cluster of {size}, {name}"
+                assert torch.equal(got.cpu(), reference_histogram(view, bins)), (
+                    f"{bins} bins, cluster of {size}, {name}"
+                )
 
 
 def test_cluster_hot_bins_batched_rows(gen):
@@ -204,8 +207,10 @@ def test_cluster_hot_bins_batched_rows(gen):
         with torch_dsmhist.force_tier("cluster", size):
             assert torch.equal(torch_dsmhist.batched_histogram(x, bins).cpu(), expected.cpu()), f"cluster of {size}"
             strided = x[:, ::2]
-            assert torch.equal(torch_dsmhist.batched_histogram(strided, bins).cpu(),
-                               torch.stack([reference_histogram(r, bins) for r in strided]).cpu())
+            assert torch.equal(
+                torch_dsmhist.batched_histogram(strided, bins).cpu(),
+                torch.stack([reference_histogram(r, bins) for r in strided]).cpu(),
+            )
 
 
 @pytest.mark.parametrize("bins", [1000, shared_capacity() * 2 + 17 if CUDA_OK else 0, 1048579])
@@ -232,8 +237,9 @@ def test_global_tier_hot_bins(bins, gen):
 def test_global_tier_hot_bins_batched(gen):
     # Flat output bins tag the cache, so rows share it: the same hot bin of different rows must stay apart.
     bins = 5003
-    x = torch.stack([hot_values(bins, {7: 90001 + 3 * r, (7 + CACHE_SLOTS) % bins: 30 - 3 * r}, 20011, gen)
-                     for r in range(5)]).cuda()
+    x = torch.stack(
+        [hot_values(bins, {7: 90001 + 3 * r, (7 + CACHE_SLOTS) % bins: 30 - 3 * r}, 20011, gen) for r in range(5)]
+    ).cuda()
     expected = torch.stack([reference_histogram(row, bins) for row in x])
     with torch_dsmhist.force_tier("global"):
         out = torch_dsmhist.batched_histogram(x, bins)
@@ -251,10 +257,16 @@ def test_small_calls_in_one_launch(n, gen):
     xc, wc = x.cuda(), w.cuda()
     assert torch.equal(torch_dsmhist.histogram(xc, bins).cpu(), expected)
     assert torch.equal(torch_dsmhist.histogram(xc, bins, dtype=torch.int32).cpu(), expected.int())
-    assert torch.equal(torch_dsmhist.histogram(xc, bins, out_of_range="clamp").cpu(),
-                       reference_histogram(x, bins, out_of_range="clamp"))
-    torch.testing.assert_close(torch_dsmhist.histogram(xc, bins, weight=wc).cpu(),
-                               reference_histogram(x, bins, weight=w), rtol=1e-12, atol=1e-9)
+    assert torch.equal(
+        torch_dsmhist.histogram(xc, bins, out_of_range="clamp").cpu(),
+        reference_histogram(x, bins, out_of_range="clamp"),
+    )
+    torch.testing.assert_close(
+        torch_dsmhist.histogram(xc, bins, weight=wc).cpu(),
+        reference_histogram(x, bins, weight=w),
+        rtol=1e-12,
+        atol=1e-9,
+    )
     hist = torch.full((bins,), 5, dtype=torch.int64, device="cuda")
     torch_dsmhist.histogram_add_(hist, xc)
     assert torch.equal(hist.cpu(), expected + 5)
@@ -285,8 +297,13 @@ def test_byte_tallies(dtype, distribution, gen):
         x = make_index_values(n + 1, 256, dtype, distribution, gen)
         xc = x.cuda()[1:]  # misaligned by one element
         x = x[1:]
-        for bins, lo, hi, rule in ((256, None, None, "ignore"), (100, None, None, "clamp"), (7, -5.0, 90.5, "ignore"),
-                                   (250, -100.0, 60.0, "clamp"), (1000, None, None, "ignore")):
+        for bins, lo, hi, rule in (
+            (256, None, None, "ignore"),
+            (100, None, None, "clamp"),
+            (7, -5.0, 90.5, "ignore"),
+            (250, -100.0, 60.0, "clamp"),
+            (1000, None, None, "ignore"),
+        ):
             expected = reference_histogram(x, bins, lo, hi, out_of_range=rule)
             for tier in ("auto", "shared"):
                 with torch_dsmhist.force_tier(tier):
@@ -331,11 +348,12 @@ def test_partition_chunks_of_short_runs_and_uneven_runs(gen):
     x = make_index_values(n, bins, torch.int32, "uniform", gen)
 
     def chunk_values(chunk: int, count: int) -> torch.Tensor:
-        return chunk * PARTITION_CHUNK_BINS + torch.randint(0, PARTITION_CHUNK_BINS, (count,), generator=gen,
-                                                            dtype=torch.int32)
+        return chunk * PARTITION_CHUNK_BINS + torch.randint(
+            0, PARTITION_CHUNK_BINS, (count,), generator=gen, dtype=torch.int32
+        )
 
     start = 37 * PARTITION_TILE + 1000
-    x[start:start + 3000] = chunk_values(3, 3000)
+    x[start : start + 3000] = chunk_values(3, 3000)
     share = torch.linspace(0.0, 0.25, n)
     x = torch.where(torch.rand(n, generator=gen) < share, chunk_values(5, n), x)
     x = torch.where(torch.rand(n, generator=gen) < share.flip(0), chunk_values(6, n), x)

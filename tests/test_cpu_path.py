@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import make_index_values, make_range_values, reference_histogram, sprinkle_specials, torch_setting
 
 import torch_dsmhist
+
+from helpers import make_index_values, make_range_values, reference_histogram, sprinkle_specials, torch_setting
 
 ROOT = Path(__file__).resolve().parent.parent
 THREAD_COUNTS = sorted({1, 2, 3, max(4, os.cpu_count() or 1)})
@@ -36,7 +37,8 @@ def with_each_thread_count(call):
 def bits(t: torch.Tensor) -> torch.Tensor:
     """The bit patterns of a float tensor (so NaN equals NaN and -0.0 differs from 0.0); integers as they are."""
     return {torch.float32: lambda: t.view(torch.int32), torch.float64: lambda: t.view(torch.int64)}.get(
-        t.dtype, lambda: t)()
+        t.dtype, lambda: t
+    )()
 
 
 def assert_bitwise_equal(results, what):
@@ -122,7 +124,8 @@ def test_raw_pattern_path_range_binning(dtype, gen):
     clamping give the reference's bins."""
     n = 2**20 + 13
     lo, hi = {torch.uint8: (10.0, 200.0), torch.int8: (-30.0, 100.0), torch.int16: (-300.0, 1000.0)}.get(
-        dtype, (-2.5, 3.0))
+        dtype, (-2.5, 3.0)
+    )
     x = make_range_values(n, lo, hi, dtype, "uniform", gen)
     if dtype.is_floating_point:
         x = sprinkle_specials(x, gen)
@@ -132,7 +135,10 @@ def test_raw_pattern_path_range_binning(dtype, gen):
                 with threads(count):
                     got = torch_dsmhist.histogram(x, bins, lo, hi, out_of_range=out_of_range)
                 assert torch.equal(got, reference_histogram(x, bins, lo, hi, out_of_range=out_of_range)), (
-                    bins, out_of_range, count)
+                    bins,
+                    out_of_range,
+                    count,
+                )
 
 
 def test_long_rows_of_a_strided_batch(gen):
@@ -174,7 +180,7 @@ def test_set_num_threads_is_respected_and_the_pool_is_used():
 def test_readme_quick_start_installs_what_ci_installs():
     """The README's first line and .ci/run install the same packages (torch pinned alike) and build the same way."""
     readme = (ROOT / "README.md").read_text()
-    quick_start = readme[readme.index("## Quick start"):readme.index("## API")]
+    quick_start = readme[readme.index("## Quick start") : readme.index("## API")]
     first_line = next(line for line in quick_start.splitlines() if line.startswith("pip install"))
     install, build, demo = [part.strip() for part in first_line.split("&&")]
     ci = (ROOT / ".ci" / "run").read_text()
@@ -189,9 +195,12 @@ def test_readme_quick_start_installs_what_ci_installs():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a visible GPU makes auto mode build CUDA")
 def test_auto_mode_without_a_gpu_builds_cpu_only_and_says_so():
     env = {k: v for k, v in os.environ.items() if k not in ("DSMHIST_CUDA", "TORCH_CUDA_ARCH_LIST")}
-    out = subprocess.run([sys.executable, "setup.py", "--version"], capture_output=True, text=True, cwd=ROOT,
-                         env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "setup.py", "--version"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("torch_dsmhist:")]
-    assert lines == ["torch_dsmhist: no CUDA GPU visible, building the CPU-only extension "
-                     "(DSMHIST_CUDA=1 or TORCH_CUDA_ARCH_LIST builds the CUDA kernels anyway)"]
+    assert lines == [
+        "torch_dsmhist: no CUDA GPU visible, building the CPU-only extension "
+        "(DSMHIST_CUDA=1 or TORCH_CUDA_ARCH_LIST builds the CUDA kernels anyway)"
+    ]

@@ -7,12 +7,15 @@ import sys
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import CUDA_OK, CUDA_SKIP_REASON
 from helpers import (
     CLUSTER_TIERS,
     DISTRIBUTIONS,
-    TIER_NAMES,
     SUM_KINDS,
+    TIER_NAMES,
     adds_sums,
     block_capacity,
     cluster_available,
@@ -30,8 +33,6 @@ from helpers import (
     sum_weights,
     tier_variants,
 )
-
-import torch_dsmhist
 
 pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
 
@@ -51,7 +52,9 @@ def test_every_tier_gives_identical_counts(distribution, bins, gen):
 
 
 @pytest.mark.parametrize("tier", TIER_NAMES)
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "dtype", [torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+)
 def test_every_tier_range_mode_with_weights(tier, dtype, gen):
     bins = 1000
     clustered = tier in CLUSTER_TIERS
@@ -98,7 +101,8 @@ def test_auto_plan_at_tier_boundaries(gen):
             assert torch_dsmhist.plan(bins).tier == "cluster", bins
     # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 2 blocks of an H100), weighted sums global.
     assert torch_dsmhist.plan(2 * packed + 1, dtype=torch.float32).tier == (
-        "partition" if 2 * packed >= 232448 or not cluster_available() else "global")
+        "partition" if 2 * packed >= 232448 or not cluster_available() else "global"
+    )
     assert torch_dsmhist.plan(2 * packed + 1, weight_dtype=torch.float32).tier == "global"
     if not cluster_available():  # integer input by value too (no exchange), and only from 2^23 values
         assert torch_dsmhist.plan(capacity + 1).tier == "partition"
@@ -137,8 +141,13 @@ def test_plan_reports_cluster_layout():
     assert (auto.tier, auto.cluster_size, auto.bins_per_block) == ("cluster", 2, bins)
     assert auto.shared_bytes_per_block == -(-bins // 8) * 16
     readme = torch_dsmhist.plan(100_000)  # the README's example
-    assert (readme.tier, readme.cluster_size, readme.shared_bytes_per_block, readme.threads_per_block,
-            readme.bins_per_block) == ("cluster", 2, 200000, 1024, 100000)
+    assert (
+        readme.tier,
+        readme.cluster_size,
+        readme.shared_bytes_per_block,
+        readme.threads_per_block,
+        readme.bins_per_block,
+    ) == ("cluster", 2, 200000, 1024, 100000)
     with torch_dsmhist.force_tier("cluster", 3):
         three = torch_dsmhist.plan(bins)  # 3 replicas of one range
     assert (three.cluster_size, three.bins_per_block) == (3, bins)
@@ -184,10 +193,14 @@ def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
     for bins in (232449, (4 << 20) + 7):
         for distribution in DISTRIBUTIONS:
             x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()
-            assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, distribution)
+            assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (
+                bins,
+                distribution,
+            )
             w = torch.randint(-3, 5, (x.numel(),), generator=gen).double().cuda()
-            assert torch.equal(torch_dsmhist.histogram(x, bins, weight=w).cpu(), reference_histogram(x, bins, weight=w)), \
-                (bins, distribution, "weighted")
+            assert torch.equal(
+                torch_dsmhist.histogram(x, bins, weight=w).cpu(), reference_histogram(x, bins, weight=w)
+            ), (bins, distribution, "weighted")
 
 
 @pytest.mark.parametrize("bins", [(1 << 20) + 3, (4 << 20) + 7])
@@ -246,11 +259,16 @@ def test_partition_counts_runs_of_one_bin_among_others(hot_share, gen):
             accumulated = expected.clone()
             torch_dsmhist.histogram_add_(accumulated, view)
             assert torch.equal(accumulated, 2 * expected), (hot_share, seed)
-            w = weight[-view.numel():]
+            w = weight[-view.numel() :]
             sums = torch.bincount(view, weights=w, minlength=bins)
             torch.testing.assert_close(torch_dsmhist.histogram(view, bins, weight=w), sums, msg=f"seed {seed}")
-            torch.testing.assert_close(torch_dsmhist.histogram(view, bins, weight=w.float()), sums.float(),
-                                       rtol=1e-4, atol=1e-3, msg=f"seed {seed}")
+            torch.testing.assert_close(
+                torch_dsmhist.histogram(view, bins, weight=w.float()),
+                sums.float(),
+                rtol=1e-4,
+                atol=1e-3,
+                msg=f"seed {seed}",
+            )
 
 
 @pytest.mark.parametrize("bins", [(4 << 20) + 7, (16 << 20) + 3])
@@ -318,9 +336,12 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
         "strided": (x[::3], slice(None, None, 3)),
     }
     # The float64 references, the same for every tier and sum.
-    expected = {layout: reference_histogram(xs, bins, weight=w64[part]).double() for layout, (xs, part) in cases.items()}
-    expected_rows = torch.stack([reference_histogram(r, bins, weight=wr).double()
-                                 for r, wr in zip(rows, w64[: rows.numel()].view(5, -1))])
+    expected = {
+        layout: reference_histogram(xs, bins, weight=w64[part]).double() for layout, (xs, part) in cases.items()
+    }
+    expected_rows = torch.stack(
+        [reference_histogram(r, bins, weight=wr).double() for r, wr in zip(rows, w64[: rows.numel()].view(5, -1))]
+    )
     for kind in SUM_KINDS:
         w = sum_weights(kind, w64, w64)
         with deterministic_algorithms(kind == "deterministic"):
@@ -362,8 +383,12 @@ def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
     for kind in SUM_KINDS:
         w = sum_weights(kind, integers, scaled).cuda()
         expected = reference_histogram(x, bins, weight=w.double()).double()
-        expected_rows = torch.stack([reference_histogram(r, bins, weight=wr.double()).double()
-                                     for r, wr in zip(rows, w[: rows.numel()].view(4, -1))])
+        expected_rows = torch.stack(
+            [
+                reference_histogram(r, bins, weight=wr.double()).double()
+                for r, wr in zip(rows, w[: rows.numel()].view(4, -1))
+            ]
+        )
         where = f"{kind}, bins {bins}, seed {seed}"
         with deterministic_algorithms(kind == "deterministic"):
             with torch_dsmhist.force_tier("global"):
@@ -380,8 +405,14 @@ def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
                 special[first] = float("inf")
                 special[second[0]], special[second[1]] = float("inf"), float("-inf")
                 got = torch_dsmhist.histogram(x, bins, weight=special).cpu().double()
-                torch.testing.assert_close(got, reference_histogram(x, bins, weight=special.double()).double(),
-                                           rtol=0, atol=0, equal_nan=True, msg=f"{where}, non-finite")
+                torch.testing.assert_close(
+                    got,
+                    reference_histogram(x, bins, weight=special.double()).double(),
+                    rtol=0,
+                    atol=0,
+                    equal_nan=True,
+                    msg=f"{where}, non-finite",
+                )
 
 
 @pytest.mark.parametrize("bins", [1000, 65539])
@@ -430,10 +461,12 @@ def test_long_weighted_sums_take_the_claim_on_repeat_body():
     slots, short, long = 2048, 4096, 1 << 30
     for weight_dtype, sum_bytes in ((torch.float32, 4), (torch.float64, 8)):
         with torch_dsmhist.force_tier("global"):
-            assert torch_dsmhist.plan(65536, n=short, weight_dtype=weight_dtype).shared_bytes_per_block == \
-                slots * (4 + sum_bytes)
-            assert torch_dsmhist.plan(65536, n=long, weight_dtype=weight_dtype).shared_bytes_per_block == \
-                slots * (8 + sum_bytes)
+            assert torch_dsmhist.plan(65536, n=short, weight_dtype=weight_dtype).shared_bytes_per_block == slots * (
+                4 + sum_bytes
+            )
+            assert torch_dsmhist.plan(65536, n=long, weight_dtype=weight_dtype).shared_bytes_per_block == slots * (
+                8 + sum_bytes
+            )
     with torch_dsmhist.force_tier("global"):
         assert torch_dsmhist.plan(65536, n=long).shared_bytes_per_block == slots * 8
 
@@ -464,8 +497,9 @@ def test_long_weighted_sums_in_the_claim_on_repeat_body(pattern, gen):
         expected = reference_histogram(x, bins, weight=w.double()).double()
         where = f"{pattern}, {w.dtype}, seed {seed}"
         with torch_dsmhist.force_tier("global"):
-            assert torch_dsmhist.plan(bins, n=x.numel(), weight_dtype=w.dtype).shared_bytes_per_block == \
-                slots * (8 + w.element_size()), where
+            assert torch_dsmhist.plan(bins, n=x.numel(), weight_dtype=w.dtype).shared_bytes_per_block == slots * (
+                8 + w.element_size()
+            ), where
             assert torch.equal(torch_dsmhist.histogram(x, bins, weight=w).cpu().double(), expected), where
             hist = torch.full((bins,), 0.5, dtype=w.dtype, device="cuda")
             torch_dsmhist.histogram_add_(hist, x, weight=w)
@@ -510,9 +544,15 @@ def test_plan_takes_global_for_few_elements_per_bin(gen):
     take tier "global" (tiers shared and cluster decline), and tier "partition" needs 2^23 elements; a call without
     n is planned as a large one. The planned calls are right on adversarial data at each boundary."""
     cluster = "cluster" if cluster_available() else "global"
-    cases = [(8192, 10, "shared"), (16384, 32 * 16384 - 1, "global"), (16384, 32 * 16384, "shared"),
-             (65536, 32 * 65536 - 1, "global"), (65536, 32 * 65536, cluster),
-             (1 << 20, (1 << 23) - 1, "global"), (1 << 20, 1 << 23, "partition")]
+    cases = [
+        (8192, 10, "shared"),
+        (16384, 32 * 16384 - 1, "global"),
+        (16384, 32 * 16384, "shared"),
+        (65536, 32 * 65536 - 1, "global"),
+        (65536, 32 * 65536, cluster),
+        (1 << 20, (1 << 23) - 1, "global"),
+        (1 << 20, 1 << 23, "partition"),
+    ]
     for bins, n, tier in cases:
         assert torch_dsmhist.plan(bins, n=n).tier == tier, (bins, n)
     # No call given: a large one (without the cluster tiers, counts past tier shared take the partition).
@@ -523,7 +563,11 @@ def test_plan_takes_global_for_few_elements_per_bin(gen):
     for bins, n, _ in cases[1:5]:
         for distribution in DISTRIBUTIONS:
             x = make_index_values(n, bins, torch.int32, distribution, gen).cuda()
-            assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (bins, n, distribution)
+            assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (
+                bins,
+                n,
+                distribution,
+            )
     rows = make_index_values(3 * 20001, 65536, torch.int64, "uniform", gen).view(3, 20001).cuda()
     expected = torch.stack([reference_histogram(row, 65536) for row in rows])
     assert torch.equal(torch_dsmhist.batched_histogram(rows, 65536).cpu(), expected)
@@ -700,7 +744,9 @@ def test_batched_every_tier_gives_identical_counts(shape, bins, gen):
             got = torch_dsmhist.batched_histogram(x, bins, out_of_range="clamp").cpu()
             strided = torch_dsmhist.batched_histogram(x[:, 1::2], bins, out_of_range="clamp").cpu()
         assert torch.equal(got, expected), f"tier {name} differs from the reference"
-        strided_expected = torch.stack([reference_histogram(row, bins, out_of_range="clamp") for row in x[:, 1::2].cpu()])
+        strided_expected = torch.stack(
+            [reference_histogram(row, bins, out_of_range="clamp") for row in x[:, 1::2].cpu()]
+        )
         assert torch.equal(strided, strided_expected), f"tier {name} (strided rows) differs from the reference"
 
 
@@ -740,7 +786,9 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("tier, bins", [("auto", 300)] + [(tier, bins) for tier in TIER_NAMES for bins in (300, 100003)])
+@pytest.mark.parametrize(
+    "tier, bins", [("auto", 300)] + [(tier, bins) for tier in TIER_NAMES for bins in (300, 100003)]
+)
 def test_cuda_graph_capture_on_the_first_call(tier, bins):
     """Planning (kernel attributes, occupancy queries) must also work when the first call is inside a capture."""
     if tier in CLUSTER_TIERS and not cluster_available():

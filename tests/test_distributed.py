@@ -16,8 +16,9 @@ import torch.distributed as dist
 
 import torch_dsmhist
 import torch_dsmhist.distributed as dh
+
 from conftest import MULTICAST_OFF, SEED, needs_two_gpus
-from distributed_scenarios import ALONE, CUDA_ONLY, SCENARIOS
+from distributed_scenarios import CUDA_ONLY, SCENARIOS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -42,9 +43,24 @@ def launch(config: str, tmp_path_factory, only: str = "", timeout: float = 900) 
         return _runs[key]
     backend, device = CONFIGS[config]
     out = tmp_path_factory.mktemp(config)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
-               os.path.join(HERE, "distributed_scenarios.py"), "--backend", backend, "--device", device,
-               "--out", str(out), "--seed", str(SEED), "--only", only]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={WORLD}",
+        os.path.join(HERE, "distributed_scenarios.py"),
+        "--backend",
+        backend,
+        "--device",
+        device,
+        "--out",
+        str(out),
+        "--seed",
+        str(SEED),
+        "--only",
+        only,
+    ]
     # The ranks import this checkout's package (the scenarios script also puts it first on sys.path).
     path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, **MULTICAST_OFF, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
@@ -97,8 +113,9 @@ def test_check_false_refused_call_raises_alone(config, tmp_path_factory):
     H200, as the README says), which a test cannot wait for."""
     run = launch(config, tmp_path_factory, only="check_false_refused_call_raises_alone", timeout=120)
     for rank in range(WORLD):
-        assert run["results"][rank].get("check_false_refused_call_raises_alone") == "ok", \
+        assert run["results"][rank].get("check_false_refused_call_raises_alone") == "ok", (
             f"rank {rank}: {run['results'][rank]}\n{run['log']}"
+        )
 
 
 def test_not_initialized_is_a_clear_error():
@@ -133,7 +150,8 @@ def test_call_signature_tells_accumulate_apart(gen):
     args = ("torch_dsmhist.distributed.histogram", 16, collective.GIVEN_RANGE, lo, lo + 1.0, "ignore")
     rest = (torch.int64, torch.device("cpu"), ())
     (codes_add, shown_add), (codes_replace, shown_replace) = (
-        collective.call_signature(*args, accumulate, *rest) for accumulate in (True, False))
+        collective.call_signature(*args, accumulate, *rest) for accumulate in (True, False)
+    )
     differ = [collective._FIELD_NAMES[i] for i, (a, b) in enumerate(zip(codes_add, codes_replace)) if a != b]
     assert differ == ["accumulate"]
     index = collective._FIELD_NAMES.index("accumulate")

@@ -7,17 +7,17 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Callable
 
-import warnings
-
 import pytest
 import torch
-from conftest import DEVICES, cuda_only
-from helpers import INTEGER_DTYPES, deterministic_algorithms, reference_histogram
 
 import torch_dsmhist
+
+from conftest import DEVICES, cuda_only
+from helpers import INTEGER_DTYPES, deterministic_algorithms, reference_histogram
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -76,7 +76,9 @@ def test_bincount_drop_in(device, dtype, gen):
 def test_bincount_drop_in_edge_cases(device):
     empty = torch.empty(0, dtype=torch.long, device=device)
     for minlength in (0, 4):
-        assert_same(torch_dsmhist.bincount(empty, minlength=minlength), torch.bincount(empty.cpu(), minlength=minlength))
+        assert_same(
+            torch_dsmhist.bincount(empty, minlength=minlength), torch.bincount(empty.cpu(), minlength=minlength)
+        )
     bad_inputs = [
         torch.tensor([1, -1]),
         torch.zeros(2, 2, dtype=torch.long),
@@ -88,12 +90,16 @@ def test_bincount_drop_in_edge_cases(device):
         torch.tensor([1], dtype=torch.uint16),
     ]
     for bad in bad_inputs:
-        assert_same_outcome(lambda: torch_dsmhist.bincount(bad.to(device)), lambda: torch.bincount(bad),
-                            same_message=False)
+        assert_same_outcome(
+            lambda: torch_dsmhist.bincount(bad.to(device)), lambda: torch.bincount(bad), same_message=False
+        )
     x = torch.tensor([1, 2], device=device)
     for minlength in (-1, 0, 5):
-        assert_same_outcome(lambda: torch_dsmhist.bincount(x, minlength=minlength),
-                            lambda: torch.bincount(x.cpu(), minlength=minlength), same_message=False)
+        assert_same_outcome(
+            lambda: torch_dsmhist.bincount(x, minlength=minlength),
+            lambda: torch.bincount(x.cpu(), minlength=minlength),
+            same_message=False,
+        )
     for w in (torch.ones(3), torch.ones(2, 1), torch.ones(1)):
         assert_same_outcome(lambda: torch_dsmhist.bincount(x, w.to(device)), lambda: torch.bincount(x.cpu(), w))
 
@@ -222,8 +228,12 @@ def test_histc_drop_in(device, dtype, gen):
         assert_same(out, torch.histc(x, *args))
     empty = torch.empty(0, dtype=dtype)
     assert_same(torch_dsmhist.histc(empty.to(device), 5), torch.histc(empty, 5))
-    for args in [(torch.tensor([1.0, math.inf], dtype=dtype),), (x, 5, 3.0, 1.0), (x, 0),
-                 (torch.tensor([1.0, math.nan], dtype=dtype),)]:
+    for args in [
+        (torch.tensor([1.0, math.inf], dtype=dtype),),
+        (x, 5, 3.0, 1.0),
+        (x, 0),
+        (torch.tensor([1.0, math.nan], dtype=dtype),),
+    ]:
         assert_same_outcome(lambda: torch_dsmhist.histc(args[0].to(device), *args[1:]), lambda: torch.histc(*args))
 
 
@@ -306,8 +316,9 @@ def test_histc_edges_that_round_to_one_value_match_torch(dtype):
     counted value equals that edge, and the drop-in gives torch's CPU bin for it; the rest is dropped."""
     x = torch.tensor([1000.0, 1000.0, 1000.25, 999.0, 1001.0, 1000.0]).to(dtype)
     for bins in (1, 4, 5):
-        assert_same_outcome(lambda: torch_dsmhist.histc(x, bins, 1000.1, 1000.2),
-                            lambda: torch.histc(x, bins, 1000.1, 1000.2))
+        assert_same_outcome(
+            lambda: torch_dsmhist.histc(x, bins, 1000.1, 1000.2), lambda: torch.histc(x, bins, 1000.1, 1000.2)
+        )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -315,8 +326,9 @@ def test_histc_empty_input_with_equal_bounds_matches_torch(dtype):
     """An empty input with min == max widens the bounds themselves: same range rule, same errors."""
     empty = torch.empty(0, dtype=dtype)
     for bound in (0.0, 5.0, 65504.0, 3e38, 1e300, 2.0**53):
-        assert_same_outcome(lambda: torch_dsmhist.histc(empty, 4, bound, bound),
-                            lambda: torch.histc(empty, 4, bound, bound))
+        assert_same_outcome(
+            lambda: torch_dsmhist.histc(empty, 4, bound, bound), lambda: torch.histc(empty, 4, bound, bound)
+        )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -418,8 +430,10 @@ def test_histc_16_bit_bins_in_float32(device, gen):
     """The README's float16/bfloat16 row: the drop-in bins in float32 with torch's edges (the range rounded to the
     input's dtype), i.e. it equals torch.histc on the input converted to float32 with those edges; torch's CPU histc
     computes in 16 bits and can put a value near an edge one bin higher."""
-    for dtype, value, torch_bin, our_bin in [(torch.float16, 0.0999755859375, 1, 0),
-                                             (torch.bfloat16, 0.69921875, 7, 6)]:
+    for dtype, value, torch_bin, our_bin in [
+        (torch.float16, 0.0999755859375, 1, 0),
+        (torch.bfloat16, 0.69921875, 7, 6),
+    ]:
         x = torch.tensor([value, 0.5], dtype=dtype)
         theirs, ours = torch.histc(x, 10, 0.0, 1.0), torch_dsmhist.histc(x.to(device), 10, 0.0, 1.0)
         assert theirs[torch_bin] == 1 and ours[our_bin] == 1 and not torch.equal(ours.cpu(), theirs)
@@ -475,16 +489,21 @@ def test_seed_is_printed_where_a_failure_shows_it_under_q(tmp_path):
     replayed from a CI log (pytest's header, where the seed also is, is hidden by -q)."""
     tests_dir = Path(__file__).parent
     (tmp_path / "conftest.py").write_text((tests_dir / "conftest.py").read_text())
-    (tmp_path / "test_fails.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_fails.py").write_text(
+        textwrap.dedent("""
         def test_fails(gen):
             assert False
 
         def test_passes():
             pass
-    """))
+    """)
+    )
     repo = str(tests_dir.parent)
-    env = dict(os.environ, DSMHIST_TEST_SEED="987654321",
-               PYTHONPATH=os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        DSMHIST_TEST_SEED="987654321",
+        PYTHONPATH=os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p),
+    )
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -516,6 +535,7 @@ def test_every_drop_in_works_monkeypatched_into_torch(name, monkeypatch, gen):
     expected = calls[name]()
     monkeypatch.setattr(torch, name, getattr(dropins, name))
     ours = calls[name]()
+
     def tensors(result):
         if isinstance(result, torch.Tensor):
             return [result]

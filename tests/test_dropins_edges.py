@@ -3,9 +3,10 @@
 import pytest
 import torch
 
+from torch_dsmhist import dropins
+
 from conftest import DEVICES
 from helpers import host_sync_raises
-from torch_dsmhist import dropins
 
 
 def assert_same(ours, theirs, exact=True, rtol=1e-5):
@@ -36,8 +37,11 @@ def test_histogram_int_bins(device, dtype, density, gen):
     n = int(torch.randint(1, 3000, (1,), generator=gen))
     bins = int(torch.randint(1, 300, (1,), generator=gen))
     xs = values(n, dtype, gen)
-    assert_same(dropins.histogram(xs.to(device), bins, range=(-1.0, 2.5), density=density),
-                torch.histogram(xs, bins, range=(-1.0, 2.5), density=density), exact=not density or device == "cpu")
+    assert_same(
+        dropins.histogram(xs.to(device), bins, range=(-1.0, 2.5), density=density),
+        torch.histogram(xs, bins, range=(-1.0, 2.5), density=density),
+        exact=not density or device == "cpu",
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -46,8 +50,11 @@ def test_histogram_int_bins(device, dtype, density, gen):
 def test_histogram_int_bins_data_range(device, dtype, density, gen):
     x = values(int(torch.randint(1, 3000, (1,), generator=gen)), dtype, gen, specials=False)
     bins = int(torch.randint(1, 300, (1,), generator=gen))
-    assert_same(dropins.histogram(x.to(device), bins, density=density), torch.histogram(x, bins, density=density),
-                exact=not density or device == "cpu")
+    assert_same(
+        dropins.histogram(x.to(device), bins, density=density),
+        torch.histogram(x, bins, density=density),
+        exact=not density or device == "cpu",
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -58,9 +65,12 @@ def test_histogram_tensor_bins_and_weight(device, dtype, gen):
     x[3] = edges[4]  # exactly on an edge
     w = torch.rand(x.shape, generator=gen, dtype=torch.float64).to(dtype)
     assert_same(dropins.histogram(x.to(device), edges.to(device)), torch.histogram(x, edges))
-    assert_same(dropins.histogram(x.to(device), edges.to(device), weight=w.to(device)),
-                torch.histogram(x, edges, weight=w), exact=False,
-                rtol=1e-5 if dtype in (torch.float32, torch.float64) else 2e-2)  # torch sums 16-bit weights in 16 bits
+    assert_same(
+        dropins.histogram(x.to(device), edges.to(device), weight=w.to(device)),
+        torch.histogram(x, edges, weight=w),
+        exact=False,
+        rtol=1e-5 if dtype in (torch.float32, torch.float64) else 2e-2,
+    )  # torch sums 16-bit weights in 16 bits
     assert_same(dropins.histogram(x.to(device), 9, range=(-1.0, 1.0)), torch.histogram(x, 9, range=(-1.0, 1.0)))
 
 
@@ -108,11 +118,17 @@ def test_errors_match_torch(device):
     _raises_same(lambda: dropins.histogram(h.to(device), 3), lambda: torch.histogram(h, 3))
     f = torch.rand(5)
     _raises_same(lambda: dropins.histogram(f.to(device), 0), lambda: torch.histogram(f, 0))
-    _raises_same(lambda: dropins.histogram(f.to(device), torch.tensor([0.0, 1.0], dtype=torch.float64, device=device)),
-                 lambda: torch.histogram(f, torch.tensor([0.0, 1.0], dtype=torch.float64)))
-    _raises_same(lambda: dropins.histogram(f.to(device), 3, range=(1.0, 0.0)), lambda: torch.histogram(f, 3, range=(1.0, 0.0)))
-    _raises_same(lambda: dropins.histogram(f.to(device), 3, weight=torch.rand(5, dtype=torch.float64, device=device)),
-                 lambda: torch.histogram(f, 3, weight=torch.rand(5, dtype=torch.float64)))
+    _raises_same(
+        lambda: dropins.histogram(f.to(device), torch.tensor([0.0, 1.0], dtype=torch.float64, device=device)),
+        lambda: torch.histogram(f, torch.tensor([0.0, 1.0], dtype=torch.float64)),
+    )
+    _raises_same(
+        lambda: dropins.histogram(f.to(device), 3, range=(1.0, 0.0)), lambda: torch.histogram(f, 3, range=(1.0, 0.0))
+    )
+    _raises_same(
+        lambda: dropins.histogram(f.to(device), 3, weight=torch.rand(5, dtype=torch.float64, device=device)),
+        lambda: torch.histogram(f, 3, weight=torch.rand(5, dtype=torch.float64)),
+    )
     _raises_same(lambda: dropins.histogram(f.to(device), 2.5), lambda: torch.histogram(f, 2.5))
     _raises_same(lambda: dropins.histogramdd(f.to(device), 3), lambda: torch.histogramdd(f, 3))
     p = torch.rand(5, 2)
@@ -125,12 +141,18 @@ def test_no_host_sync_with_a_range_or_edge_tensors(gen):
     x = torch.randn(10001, generator=gen).cuda()
     points = torch.randn(501, 2, generator=gen).cuda()
     edges = torch.sort(torch.randn(33, generator=gen)).values.cuda()
-    expected = [torch.histogram(x.cpu(), 7, range=(-1.0, 1.0)), torch.histogram(x.cpu(), edges.cpu()),
-                torch.histogramdd(points.cpu(), [3, 5], range=[-1.0, 1.0, 0.0, 2.0])]
+    expected = [
+        torch.histogram(x.cpu(), 7, range=(-1.0, 1.0)),
+        torch.histogram(x.cpu(), edges.cpu()),
+        torch.histogramdd(points.cpu(), [3, 5], range=[-1.0, 1.0, 0.0, 2.0]),
+    ]
     torch.cuda.synchronize()
     with host_sync_raises():
-        ours = [dropins.histogram(x, 7, range=(-1.0, 1.0)), dropins.histogram(x, edges),
-                dropins.histogramdd(points, [3, 5], range=[-1.0, 1.0, 0.0, 2.0])]
+        ours = [
+            dropins.histogram(x, 7, range=(-1.0, 1.0)),
+            dropins.histogram(x, edges),
+            dropins.histogramdd(points, [3, 5], range=[-1.0, 1.0, 0.0, 2.0]),
+        ]
     for a, b in zip(ours, expected):
         assert_same(a, b)
 
@@ -163,35 +185,57 @@ def _argument_cases(gen):
         # 1. range= with edge tensors: histogramdd ignores it, whatever it holds; histogram refuses it (TypeError).
         ("dd edges and range", lambda h, dd, d: dd(p.to(d), [e0.to(d), e1.to(d)], range=[0.0, 1.0, 0.0, 1.0])),
         ("dd edges and a bad range", lambda h, dd, d: dd(p.to(d), [e0.to(d), e1.to(d)], range=[1.0, 0.0])),
-        ("dd edges and a NaN range", lambda h, dd, d: dd(p.to(d), [e0.to(d), e1.to(d)],
-                                                         range=[float("nan"), 1.0, 0.0, 1.0])),
+        (
+            "dd edges and a NaN range",
+            lambda h, dd, d: dd(p.to(d), [e0.to(d), e1.to(d)], range=[float("nan"), 1.0, 0.0, 1.0]),
+        ),
         ("histogram edges and range", lambda h, dd, d: h(x.to(d), e0.to(d), range=(0.0, 1.0))),
-        ("dd int input, float edges, range", lambda h, dd, d: dd(ints.to(d), [e0.to(d), e1.to(d)],
-                                                                 range=[0.0, 1.0, 0.0, 1.0])),
-        ("dd int input, int edges, range", lambda h, dd, d: dd(ints.to(d), [torch.arange(3).to(d)] * 2,
-                                                               range=[0.0, 1.0, 0.0, 1.0])),
+        (
+            "dd int input, float edges, range",
+            lambda h, dd, d: dd(ints.to(d), [e0.to(d), e1.to(d)], range=[0.0, 1.0, 0.0, 1.0]),
+        ),
+        (
+            "dd int input, int edges, range",
+            lambda h, dd, d: dd(ints.to(d), [torch.arange(3).to(d)] * 2, range=[0.0, 1.0, 0.0, 1.0]),
+        ),
         ("histogram int input, int edges", lambda h, dd, d: h(ints[:, 0].to(d), torch.arange(3).to(d))),
         # 2. a 0-d input with a weight (of one element, any shape for histogram).
-        ("0-d input, 0-d weight", lambda h, dd, d: h(torch.tensor(1.5, device=d), 2, range=(0.0, 2.0),
-                                                     weight=torch.tensor(3.0, device=d))),
-        ("0-d input, [1] weight", lambda h, dd, d: h(torch.tensor(1.5, device=d), 2, range=(0.0, 2.0),
-                                                     weight=torch.tensor([3.0], device=d))),
-        ("0-d input, [2] weight", lambda h, dd, d: h(torch.tensor(1.5, device=d), 2, range=(0.0, 2.0),
-                                                     weight=torch.tensor([3.0, 4.0], device=d))),
+        (
+            "0-d input, 0-d weight",
+            lambda h, dd, d: h(torch.tensor(1.5, device=d), 2, range=(0.0, 2.0), weight=torch.tensor(3.0, device=d)),
+        ),
+        (
+            "0-d input, [1] weight",
+            lambda h, dd, d: h(torch.tensor(1.5, device=d), 2, range=(0.0, 2.0), weight=torch.tensor([3.0], device=d)),
+        ),
+        (
+            "0-d input, [2] weight",
+            lambda h, dd, d: h(
+                torch.tensor(1.5, device=d), 2, range=(0.0, 2.0), weight=torch.tensor([3.0, 4.0], device=d)
+            ),
+        ),
         ("histogram weight of another shape", lambda h, dd, d: h(x[:40].to(d), 3, weight=x[:40].reshape(5, 8).to(d))),
         ("histogram weight of too few", lambda h, dd, d: h(x.to(d), 3, weight=x[:40].to(d))),
-        ("0-d input, density", lambda h, dd, d: h(torch.tensor(1.5, device=d), 2, range=(0.0, 2.0),
-                                                  weight=torch.tensor(3.0, device=d), density=True)),
+        (
+            "0-d input, density",
+            lambda h, dd, d: h(
+                torch.tensor(1.5, device=d), 2, range=(0.0, 2.0), weight=torch.tensor(3.0, device=d), density=True
+            ),
+        ),
         ("dd [1, 1] input, 0-d weight", lambda h, dd, d: dd(p[:1, :1].to(d), 2, weight=torch.tensor(3.0, device=d))),
         ("dd weight [2, 3] for [6, 2]", lambda h, dd, d: dd(p[:6].to(d), 3, weight=x[:6].reshape(2, 3).to(d))),
         # 3. points with 0 dims.
         ("dd 0 dims", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3)),
         ("dd 0 dims, [] bins", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), [])),
         ("dd 0 dims, density", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3, density=True)),
-        ("dd 0 dims, weight", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3,
-                                                  weight=torch.rand(5, generator=gen).to(d))),
-        ("dd 0 dims, bad weight", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3,
-                                                      weight=torch.rand(4, generator=gen).to(d))),
+        (
+            "dd 0 dims, weight",
+            lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3, weight=torch.rand(5, generator=gen).to(d)),
+        ),
+        (
+            "dd 0 dims, bad weight",
+            lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3, weight=torch.rand(4, generator=gen).to(d)),
+        ),
         ("dd 0 dims, range", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3, range=[0.0, 1.0])),
         ("dd 0 dims, empty range", lambda h, dd, d: dd(torch.rand(5, 0, generator=gen).to(d), 3, range=[])),
         ("dd 0 dims, float64", lambda h, dd, d: dd(torch.rand(5, 0, dtype=torch.float64).to(d), 3)),
@@ -227,16 +271,28 @@ def _argument_cases(gen):
         ("float16, range", lambda h, dd, d: h(x.half().to(d), 3, range=(0.0, 1.0))),
     ]
     # 4. dtypes torch's histogram does not implement, each way of binning.
-    for dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.uint16, torch.uint32, torch.uint64,
-                  torch.bool, torch.complex64, torch.complex128):
+    for dtype in (
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
+    ):
         values = torch.ones(4, 2, dtype=dtype)
         cases += [
             (f"{dtype} int bins", lambda h, dd, d, v=values: h(v[:, 0].to(d), 3)),
             (f"{dtype} range", lambda h, dd, d, v=values: h(v[:, 0].to(d), 3, range=(0.0, 1.0))),
             (f"{dtype} float edges", lambda h, dd, d, v=values: h(v[:, 0].to(d), e0.to(d))),
             (f"{dtype} dd", lambda h, dd, d, v=values: dd(v.to(d), 3)),
-            (f"{dtype} dd edges and range", lambda h, dd, d, v=values: dd(v.to(d), [e0.to(d), e1.to(d)],
-                                                                          range=[0.0, 1.0, 0.0, 1.0])),
+            (
+                f"{dtype} dd edges and range",
+                lambda h, dd, d, v=values: dd(v.to(d), [e0.to(d), e1.to(d)], range=[0.0, 1.0, 0.0, 1.0]),
+            ),
         ]
     return cases
 
@@ -284,8 +340,10 @@ def test_range_beyond_the_dtype_keeps_torchs_edges_and_counts_right(device, dtyp
     theirs = torch.histogram(x, bins)
     ours = dropins.histogram(x.to(device), bins)
     assert not torch.isfinite(theirs.bin_edges).all()
-    assert torch.equal(ours.bin_edges.cpu(), theirs.bin_edges, ) or torch.equal(
-        ours.bin_edges.cpu().nan_to_num(), theirs.bin_edges.nan_to_num())
+    assert torch.equal(
+        ours.bin_edges.cpu(),
+        theirs.bin_edges,
+    ) or torch.equal(ours.bin_edges.cpu().nan_to_num(), theirs.bin_edges.nan_to_num())
     # Each value's true bin, computed in exact rational arithmetic on the float64 values.
     from fractions import Fraction
 

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import torch_dsmhist
+
 from conftest import DEVICES
-from helpers import ALL_DTYPES, FLOAT_DTYPES
+from helpers import ALL_DTYPES
 
 EDGE_DTYPE = {torch.float64: torch.float64}
 
@@ -75,11 +76,14 @@ def test_histogram_edges_matches_reference(device, dtype, clamp, gen):
 @pytest.mark.parametrize("weight_dtype", [None, torch.float32, torch.float64])
 def test_histogramdd_matches_reference(device, dtype, weight_dtype, gen):
     n, dims = int(torch.randint(0, 3000, (1,), generator=gen)), 3
-    points = torch.stack([random_values(n, dtype, gen) for _ in range(dims)], 1) if n else torch.empty(0, dims, dtype=dtype)
+    points = (
+        torch.stack([random_values(n, dtype, gen) for _ in range(dims)], 1) if n else torch.empty(0, dims, dtype=dtype)
+    )
     edges = [random_edges(c, dtype, gen) for c in (2, 7, 13)]
     weight = None if weight_dtype is None else torch.rand(n, generator=gen, dtype=weight_dtype)
-    out = torch_dsmhist.histogramdd(points.to(device), [e.to(device) for e in edges],
-                                    None if weight is None else weight.to(device))
+    out = torch_dsmhist.histogramdd(
+        points.to(device), [e.to(device) for e in edges], None if weight is None else weight.to(device)
+    )
     ref = reference_nd(points, edges, weight)
     assert out.shape == (1, 6, 12)
     if weight is None:
@@ -208,8 +212,9 @@ def test_histogram_edges_non_contiguous_input_and_weight(device, layout, weight_
     base = torch.randn(6, 10, 7, generator=gen, dtype=torch.float64).to(device)
     x = {"transposed": base[0].t(), "permuted 3-D": base.permute(2, 0, 1), "strided slice": base[:, ::3, 1:]}[layout]
     wbase = torch.rand(base.shape, generator=gen, dtype=torch.float64).to(device)
-    w_same = {"transposed": wbase[0].t(), "permuted 3-D": wbase.permute(2, 0, 1),
-              "strided slice": wbase[:, ::3, 1:]}[layout]
+    w_same = {"transposed": wbase[0].t(), "permuted 3-D": wbase.permute(2, 0, 1), "strided slice": wbase[:, ::3, 1:]}[
+        layout
+    ]
     w = (w_same if weight_layout == "same" else w_same.contiguous()).detach().requires_grad_()
     edges = torch.sort(torch.randn(9, generator=gen, dtype=torch.float64)).values.to(device)
     grad = torch.randn(8, generator=gen, dtype=torch.float64).to(device)
@@ -264,8 +269,9 @@ def test_edges_memory_bounds_on_the_cpu():
     import sys
 
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-    result = subprocess.run([sys.executable, "-c", EDGES_MEMORY_SCRIPT, "1"], capture_output=True, text=True,
-                            timeout=600, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", EDGES_MEMORY_SCRIPT, "1"], capture_output=True, text=True, timeout=600, env=env
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     measured = json.loads(result.stdout)
     n, MiB = 4096 * 4096, 2**20
@@ -325,8 +331,9 @@ def test_edges_allocation_failure_names_the_op_and_size():
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-c", EDGES_ALLOCATION_SCRIPT], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", EDGES_ALLOCATION_SCRIPT], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 2, result.stdout

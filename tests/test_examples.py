@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import DEVICES, MULTICAST_OFF, needs_two_gpus
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -46,8 +47,9 @@ def run_in_repository_root(name: str, *args: str) -> str:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_moe_router(device, tmp_path):
-    out = run_example("moe_router.py", "--device", device, "--tokens", "2048", "--experts", "16", "--steps", "2",
-                      cwd=tmp_path)
+    out = run_example(
+        "moe_router.py", "--device", device, "--tokens", "2048", "--experts", "16", "--steps", "2", cwd=tmp_path
+    )
     if device == "cuda":
         assert "CUDA graph: 2 replays match torch.bincount" in out
 
@@ -57,13 +59,15 @@ def test_dataset_histogram(device, tmp_path):
     """The histogram calls' time and the data loading's time print apart, each labelled, and the plot lands at --out
     (run from the repository root, nothing is written there)."""
     png = tmp_path / "hist.png"
-    out = run_in_repository_root("dataset_histogram.py", "--device", device, "--samples", "200003",
-                                 "--batch-size", "16384", "--out", str(png))
+    out = run_in_repository_root(
+        "dataset_histogram.py", "--device", device, "--samples", "200003", "--batch-size", "16384", "--out", str(png)
+    )
     assert png.stat().st_size > 0
     assert f"wrote {png}" in out, out
     histogram = re.search(r"^histogram time \(histogram_add_ calls only, ([^)]*)\): ([\d.]+) ms$", out, re.M)
-    loading = re.search(r"^data loading time \(DataLoader batches and the copy to \w+, host wall time\): ([\d.]+) s$",
-                        out, re.M)
+    loading = re.search(
+        r"^data loading time \(DataLoader batches and the copy to \w+, host wall time\): ([\d.]+) s$", out, re.M
+    )
     loop = re.search(r"^whole loop \(.*\): ([\d.]+) s$", out, re.M)
     assert histogram and loading and loop, out
     assert histogram.group(1) == ("GPU time, CUDA events" if device == "cuda" else "perf_counter around the calls")
@@ -73,8 +77,9 @@ def test_dataset_histogram(device, tmp_path):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_image_equalize(device, tmp_path):
-    out = run_in_repository_root("image_equalize.py", "--device", device, "--batch", "2", "--size", "97",
-                                 "--out", str(tmp_path / "out"))
+    out = run_in_repository_root(
+        "image_equalize.py", "--device", device, "--batch", "2", "--size", "97", "--out", str(tmp_path / "out")
+    )
     for name in ("equalize_images.png", "equalize_histograms.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
         assert str(tmp_path / "out" / name) in out, out
@@ -93,17 +98,34 @@ def test_histogram2d(device, tmp_path, gen):
     quantile bins' counts from torch.quantile and torch.histogram, all on the CPU over the example's own data."""
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
     points, bins, quantiles, sample = 30011, 37, 7, 4001
-    out = run_in_repository_root("histogram2d.py", "--device", device, "--points", str(points), "--bins", str(bins),
-                                 "--quantiles", str(quantiles), "--sample", str(sample), "--extent", "3",
-                                 "--seed", str(seed), "--out", str(tmp_path / "grid.png"))
+    out = run_in_repository_root(
+        "histogram2d.py",
+        "--device",
+        device,
+        "--points",
+        str(points),
+        "--bins",
+        str(bins),
+        "--quantiles",
+        str(quantiles),
+        "--sample",
+        str(sample),
+        "--extent",
+        "3",
+        "--seed",
+        str(seed),
+        "--out",
+        str(tmp_path / "grid.png"),
+    )
     assert (tmp_path / "grid.png").stat().st_size > 0
     assert f"wrote {tmp_path / 'grid.png'}" in out, out
 
     xy, price = load_example("histogram2d.py").point_cloud(points, seed)
     hist = torch.histogramdd(xy, bins=[bins, bins], range=[-3.0, 3.0, -3.0, 3.0]).hist
     peak_x, peak_y = divmod(int(hist.argmax()), bins)
-    assert f"{int(hist.sum())} of {points} points inside; peak {int(hist.max())} points at bin ({peak_x}, {peak_y})" \
-        in out, out
+    assert (
+        f"{int(hist.sum())} of {points} points inside; peak {int(hist.max())} points at bin ({peak_x}, {peak_y})" in out
+    ), out
     stride = points // sample
     edges = torch.quantile(price[::stride][:sample], torch.linspace(0, 1, quantiles + 1))
     want = torch.histogram(price.clamp(edges[0], edges[-1]), edges).hist.long()
@@ -120,9 +142,23 @@ def test_distributed_histogram(device, tmp_path):
     """The README's torchrun command (as `python -m torch.distributed.run`, the same launcher), 2 processes."""
     env = {**os.environ, **MULTICAST_OFF}
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         str(EXAMPLES / "distributed_histogram.py"), "--device", device, "--tokens", "200003"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            str(EXAMPLES / "distributed_histogram.py"),
+            "--device",
+            device,
+            "--tokens",
+            "200003",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
     )
     assert result.returncode == 0, f"failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     assert result.stdout.strip().endswith("distributed_histogram: ok"), result.stdout[-2000:]
@@ -150,8 +186,17 @@ def test_default_output_is_the_temp_folder(tmp_path):
     temp.mkdir()
     cwd.mkdir()
     before = repository_pngs()
-    out = run_example("image_equalize.py", "--device", "cpu", "--batch", "1", "--size", "33", cwd=cwd,
-                      env={**os.environ, "TMPDIR": str(temp)})
+    out = run_example(
+        "image_equalize.py",
+        "--device",
+        "cpu",
+        "--batch",
+        "1",
+        "--size",
+        "33",
+        cwd=cwd,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
     for name in ("equalize_images.png", "equalize_histograms.png"):
         path = temp / "torch_dsmhist_examples" / name
         assert path.stat().st_size > 0
@@ -164,8 +209,13 @@ def test_default_output_is_the_temp_folder(tmp_path):
 
 def test_image_equalize_out_names_a_folder(tmp_path):
     """--out (as --out-dir) is the folder for two PNGs: a .png name is refused before any work."""
-    result = subprocess.run([sys.executable, str(EXAMPLES / "image_equalize.py"), "--out", "x.png"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "image_equalize.py"), "--out", "x.png"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 2 and "names a folder" in result.stderr, result.stderr[-2000:]
     assert not list(tmp_path.iterdir())
 
@@ -193,8 +243,10 @@ def test_demo_prints_the_thread_count_beside_its_ratio(threads, capsys):
 @pytest.mark.parametrize("name", ["dataset_histogram.py", "image_equalize.py", "histogram2d.py"])
 def test_missing_matplotlib_is_reported_before_any_work(name, tmp_path):
     """With matplotlib unimportable the example stops at once, naming the extra that installs it."""
-    script = (f"import sys, runpy; sys.modules['matplotlib'] = None; sys.argv = [{name!r}, '--device', 'cpu']; "
-              f"runpy.run_path({str(EXAMPLES / name)!r}, run_name='__main__')")
+    script = (
+        f"import sys, runpy; sys.modules['matplotlib'] = None; sys.argv = [{name!r}, '--device', 'cpu']; "
+        f"runpy.run_path({str(EXAMPLES / name)!r}, run_name='__main__')"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode != 0
     assert 'pip install -e ".[examples]"' in result.stderr, result.stderr[-2000:]

@@ -7,6 +7,9 @@ The tests that force every tier (test_cuda, test_limits, test_fuzz) run it too."
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import CUDA_OK, CUDA_SKIP_REASON
 from helpers import (
     DISTRIBUTIONS,
@@ -17,8 +20,6 @@ from helpers import (
     plannable,
     reference_histogram,
 )
-
-import torch_dsmhist
 
 pytestmark = pytest.mark.skipif(not CUDA_OK, reason=CUDA_SKIP_REASON)
 
@@ -106,8 +107,12 @@ def test_tile_edges_at_misaligned_starts(n, offset, gen):
 def test_strided_views_and_rows_into_one_histogram(gen):
     bins = 200003
     x = make_index_values(7 * 100003, bins, torch.int64, "sorted", gen).cuda()
-    views = {"strided": x[1::3], "rows": x.view(7, -1)[:, 5:], "rows strided": x.view(7, -1)[:, ::2],
-             "transposed": x.view(7, -1).t()}
+    views = {
+        "strided": x[1::3],
+        "rows": x.view(7, -1)[:, 5:],
+        "rows strided": x.view(7, -1)[:, ::2],
+        "transposed": x.view(7, -1).t(),
+    }
     for name, v in views.items():
         with exchange():
             got = torch_dsmhist.histogram(v, bins)
@@ -121,7 +126,9 @@ def test_batched_rows_and_histogram_add(gen):
     with exchange(16):
         rows = torch_dsmhist.batched_histogram(x[:, 1:], bins, dtype=torch.int32)
         torch_dsmhist.histogram_add_(hist, x)
-    assert torch.equal(rows.cpu(), torch.stack([reference_histogram(r, bins, dtype=torch.int32) for r in x[:, 1:].cpu()]))
+    assert torch.equal(
+        rows.cpu(), torch.stack([reference_histogram(r, bins, dtype=torch.int32) for r in x[:, 1:].cpu()])
+    )
     assert torch.equal(hist.cpu().long(), 1 + reference_histogram(x, bins))
 
 
@@ -202,10 +209,14 @@ def test_planned_calls_are_right(gen):
     views = {"strided": x[1::2], "int64": x[:n], "int16": x[:n].clamp(-5, 30000).to(torch.int16)}
     for name, v in views.items():
         assert torch.equal(torch_dsmhist.histogram(v, bins).cpu(), reference_histogram(v, bins)), name
-    assert torch.equal(torch_dsmhist.histogram(x[:n], bins, out_of_range="clamp").cpu(),
-                       reference_histogram(x[:n], bins, out_of_range="clamp"))
+    assert torch.equal(
+        torch_dsmhist.histogram(x[:n], bins, out_of_range="clamp").cpu(),
+        reference_histogram(x[:n], bins, out_of_range="clamp"),
+    )
     ranged = torch_dsmhist.histogram(x[:n], 150001, -2.0, 250000.0)
     assert torch.equal(ranged.cpu(), reference_histogram(x[:n], 150001, -2.0, 250000.0))
     rows = x[: 2 * n].view(2, n)
-    assert torch.equal(torch_dsmhist.batched_histogram(rows, bins).cpu(),
-                       torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
+    assert torch.equal(
+        torch_dsmhist.batched_histogram(rows, bins).cpu(),
+        torch.stack([reference_histogram(r, bins) for r in rows.cpu()]),
+    )

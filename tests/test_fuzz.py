@@ -28,12 +28,13 @@ from typing import Optional, Tuple
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICES, SEED
 from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
-import helpers
 import torch_dsmhist
+
+import helpers
+from conftest import DEVICES, SEED
 
 # ------------------------------------------------------------------------------------------------------------------
 # Profiles
@@ -421,8 +422,14 @@ def shapes(draw, min_dims: int, limits: Limits) -> Tuple[int, ...]:
 
 # Ranges near the top of the compute precision: (hi - lo) * bins (or hi - lo itself) overflows, the 2^-64 rule applies.
 HUGE_RANGES_FLOAT = [(-3e38, 3e38), (0.0, 1e38), (-1e38, 0.0), (-F32_MAX, F32_MAX), (1e30, 3e38), (-1e37, 2e37)]
-HUGE_RANGES_DOUBLE = [(-1e300, 1e300), (-1.7e308, 1.7e308), (0.0, 1e308), (-F64_MAX, F64_MAX), (1e300, 1e308),
-                      (-1e307, 5e307)]
+HUGE_RANGES_DOUBLE = [
+    (-1e300, 1e300),
+    (-1.7e308, 1.7e308),
+    (0.0, 1e308),
+    (-F64_MAX, F64_MAX),
+    (1e300, 1e308),
+    (-1e307, 5e307),
+]
 HUGE_RANGES = HUGE_RANGES_FLOAT + HUGE_RANGES_DOUBLE
 
 
@@ -455,8 +462,20 @@ def ranges(draw, dtype: torch.dtype, bins: int) -> Tuple[str, float, float]:
     if kind == "int_aligned":
         lo = draw(st.integers(-5, 5))
         return kind, float(lo), float(lo + draw(st.sampled_from([bins, 2 * bins, max(1, bins // 2), 1, 255])))
-    pair = draw(st.sampled_from([(1.0, 1.0), (2.0, -2.0), (0.0, math.nan), (-math.inf, 0.0), (0.0, math.inf),
-                                 (1.0, 1.0 + 1e-12), (0.0, 1e39), (-1e39, 0.0)]))
+    pair = draw(
+        st.sampled_from(
+            [
+                (1.0, 1.0),
+                (2.0, -2.0),
+                (0.0, math.nan),
+                (-math.inf, 0.0),
+                (0.0, math.inf),
+                (1.0, 1.0 + 1e-12),
+                (0.0, 1e39),
+                (-1e39, 0.0),
+            ]
+        )
+    )
     return (kind,) + pair
 
 
@@ -513,8 +532,21 @@ def cases(draw, op: str, device: str) -> Case:
     ]
     if device == "cuda":
         cap = helpers.shared_capacity() * 4 // acc_bytes
-        boundaries = [cap - 1, cap, cap + 1, 2 * cap, 2 * cap + 1, 8 * cap + 1, 16 * cap - 1, 16 * cap,
-                      16 * cap + 1, 131071, 131072, 131073, 300_000]
+        boundaries = [
+            cap - 1,
+            cap,
+            cap + 1,
+            2 * cap,
+            2 * cap + 1,
+            8 * cap + 1,
+            16 * cap - 1,
+            16 * cap,
+            16 * cap + 1,
+            131071,
+            131072,
+            131073,
+            300_000,
+        ]
         bin_choices.append(st.sampled_from([b for b in boundaries if b <= limits.max_bins]))
     bins = draw(st.one_of(*bin_choices))
     if op == "batched":

@@ -4,6 +4,9 @@ import math
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import DEVICES
 from helpers import (
     ALL_DTYPES,
@@ -16,8 +19,6 @@ from helpers import (
     reference_histogram,
     sprinkle_specials,
 )
-
-import torch_dsmhist
 
 SIZES = [0, 1, 7, 1000, 100003]
 # Up to and past every tier boundary of an H100 (58112 counters per block, 131072 cluster auto limit, 16 x 58112).
@@ -53,7 +54,9 @@ def test_index_mode_matches_bincount(device, dtype, n, gen):
 def test_index_mode_bins_and_distributions(device, bins, distribution, gen):
     x = make_index_values(20011, bins, torch.int32, distribution, gen).to(device)
     for policy in ("ignore", "clamp"):
-        check_equal(torch_dsmhist.histogram(x, bins, out_of_range=policy), reference_histogram(x, bins, out_of_range=policy))
+        check_equal(
+            torch_dsmhist.histogram(x, bins, out_of_range=policy), reference_histogram(x, bins, out_of_range=policy)
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -104,10 +107,28 @@ def test_values_on_bin_edges(device):
 # Ranges whose spans run from 2^-110 to past 2^100: the device bins by a multiply and one correction where the span
 # lies in [2^-100, 2^100] (binning.h, Binner::quotient) and divides outside it; the widest take the 2^-64 scale.
 EDGE_RANGES = {
-    torch.float32: [(0.0, 2.0**-110), (0.0, 2.0**-100), (-3.0, 7.1), (0.1, 0.3), (1e-3, 1.0003e-3), (-1e25, 5e27),
-                    (0.0, 2.0**100), (0.0, 2.0**101), (-3e38, 3e38)],
-    torch.float64: [(0.0, 2.0**-500), (0.0, 2.0**-100), (-3.0, 7.1), (0.1, 0.3), (1e-3, 1.0000000003e-3),
-                    (-1e200, 5e202), (0.0, 2.0**100), (0.0, 2.0**500), (-1e308, 1e308)],
+    torch.float32: [
+        (0.0, 2.0**-110),
+        (0.0, 2.0**-100),
+        (-3.0, 7.1),
+        (0.1, 0.3),
+        (1e-3, 1.0003e-3),
+        (-1e25, 5e27),
+        (0.0, 2.0**100),
+        (0.0, 2.0**101),
+        (-3e38, 3e38),
+    ],
+    torch.float64: [
+        (0.0, 2.0**-500),
+        (0.0, 2.0**-100),
+        (-3.0, 7.1),
+        (0.1, 0.3),
+        (1e-3, 1.0000000003e-3),
+        (-1e200, 5e202),
+        (0.0, 2.0**100),
+        (0.0, 2.0**500),
+        (-1e308, 1e308),
+    ],
 }
 
 
@@ -119,8 +140,9 @@ def test_values_next_to_every_edge_over_any_span(device, dtype, bins, gen):
     # random values, against the reference's true division, bit for bit.
     for lo, hi in EDGE_RANGES[dtype]:
         # lo * (1 - u) + hi * u: no hi - lo, which overflows for the widest ranges.
-        u = torch.cat([torch.arange(bins + 1, dtype=torch.float64) / bins,
-                       torch.rand(3001, generator=gen, dtype=torch.float64)])
+        u = torch.cat(
+            [torch.arange(bins + 1, dtype=torch.float64) / bins, torch.rand(3001, generator=gen, dtype=torch.float64)]
+        )
         points = (lo * (1 - u) + hi * u).to(dtype)
         inf = torch.tensor(math.inf, dtype=dtype)
         x = torch.cat([points, torch.nextafter(points, inf), torch.nextafter(points, -inf)])
@@ -177,7 +199,7 @@ def test_non_contiguous_and_offset_views(device, dtype, gen):
         "step": base[:, ::3, 1:],
         "offset1": base.reshape(-1)[1:],
         "offset3_odd": base.reshape(-1)[3:-2],
-        "offset_reshaped": base.reshape(-1)[5:5 + 61 * 67].reshape(61, 67),
+        "offset_reshaped": base.reshape(-1)[5 : 5 + 61 * 67].reshape(61, 67),
         "expanded": base[0, 0, :1].expand(1000, 7),
         "scalar": base[1, 2, 0],
         # 8 dims that no merge can collapse: the strided kernel path at its limit.
@@ -344,14 +366,18 @@ def test_plan_refuses_a_bad_call(call, error, message):
 
 
 def test_force_tier_validates_and_restores():
-    with pytest.raises(ValueError, match='tier must be one of "auto", "shared", "exchange", .*"cluster_dsmem", got "fastest"'):
+    with pytest.raises(
+        ValueError, match='tier must be one of "auto", "shared", "exchange", .*"cluster_dsmem", got "fastest"'
+    ):
         with torch_dsmhist.force_tier("fastest"):
             pass
     for tier in ("cluster", "cluster_dsmem", "exchange"):
         with pytest.raises(ValueError, match="cluster_size"):
             with torch_dsmhist.force_tier(tier, cluster_size=17):
                 pass
-    with pytest.raises(ValueError, match='cluster_size applies only to tiers "exchange", "cluster" and "cluster_dsmem"'):
+    with pytest.raises(
+        ValueError, match='cluster_size applies only to tiers "exchange", "cluster" and "cluster_dsmem"'
+    ):
         with torch_dsmhist.force_tier("shared", cluster_size=2):
             pass
     with torch_dsmhist.force_tier("cluster_dsmem", cluster_size=2):

@@ -20,13 +20,16 @@ def test_requires_the_torch_it_was_built_against():
     assert f"torch=={built.split('+')[0]}" in requires, requires
 
 
-@pytest.mark.parametrize("running, built, ok", [
-    ("2.13.0", "2.13.0+cpu", True),  # the local build tag does not change the C++ ABI
-    ("2.13.0+cu130", "2.13.0", True),
-    ("2.14.1", "2.13.0+cpu", False),
-    ("2.13.1", "2.13.0", False),
-    ("2.99.0", None, True),  # a source tree never built has no record: nothing to compare
-])
+@pytest.mark.parametrize(
+    "running, built, ok",
+    [
+        ("2.13.0", "2.13.0+cpu", True),  # the local build tag does not change the C++ ABI
+        ("2.13.0+cu130", "2.13.0", True),
+        ("2.14.1", "2.13.0+cpu", False),
+        ("2.13.1", "2.13.0", False),
+        ("2.99.0", None, True),  # a source tree never built has no record: nothing to compare
+    ],
+)
 def test_check_torch_version(running, built, ok):
     if ok:
         _install.check_torch_version(running, built)

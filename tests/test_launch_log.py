@@ -29,8 +29,9 @@ def run(device, log):
     env = {k: v for k, v in os.environ.items() if k != "DSMHIST_LOG_LAUNCHES"}
     if log is not None:
         env["DSMHIST_LOG_LAUNCHES"] = log
-    result = subprocess.run([sys.executable, "-c", SCRIPT, device], capture_output=True, text=True, timeout=300,
-                            env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, device], capture_output=True, text=True, timeout=300, env=env
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout, [line for line in result.stderr.splitlines() if line.startswith("torch_dsmhist launch:")]
 
@@ -40,10 +41,13 @@ def test_cpu_launch_log(log, lines):
     _, logged = run("cpu", log)
     assert len(logged) == lines
     if lines:
-        assert logged[0] == "torch_dsmhist launch: torch_dsmhist.histogram on cpu: tier cpu, 2 threads, bins 1000, " \
+        assert (
+            logged[0] == "torch_dsmhist launch: torch_dsmhist.histogram on cpu: tier cpu, 2 threads, bins 1000, "
             "rows 1 x 300001"
-        assert logged[1].startswith("torch_dsmhist launch: torch_dsmhist.batched_histogram on cpu: tier cpu") and \
-            logged[1].endswith("rows 3 x 100000")
+        )
+        assert logged[1].startswith(
+            "torch_dsmhist launch: torch_dsmhist.batched_histogram on cpu: tier cpu"
+        ) and logged[1].endswith("rows 3 x 100000")
 
 
 @cuda_only

@@ -63,8 +63,12 @@ DOCS = REPOSITORY / "docs"
 
 def markdown_files():
     """The README, every page under docs/, and the other hand-written READMEs and notes that link into docs/."""
-    found = [REPOSITORY / "README.md", REPOSITORY / "csrc" / "README.md", REPOSITORY / "tests" / "README.md",
-             REPOSITORY / "benchmarks" / "NOTES.md"]
+    found = [
+        REPOSITORY / "README.md",
+        REPOSITORY / "csrc" / "README.md",
+        REPOSITORY / "tests" / "README.md",
+        REPOSITORY / "benchmarks" / "NOTES.md",
+    ]
     return found + sorted(DOCS.rglob("*.md"))
 
 
@@ -101,7 +105,9 @@ def relative_links(path: Path) -> list:
 
 def test_readme_is_short():
     lines = len((REPOSITORY / "README.md").read_text().splitlines())
-    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail into docs/ (at most {README_MAX_LINES})"
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines; move detail into docs/ (at most {README_MAX_LINES})"
+    )
 
 
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(REPOSITORY)))
@@ -120,8 +126,10 @@ def test_every_relative_link_reaches_a_file_and_heading(path):
 
 def test_the_link_checker_sees_links_and_headings(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("# A `b.c` / d\n\n## A `b.c` / d\n\n[x](other.md#y) `[no](code.md)` [u](https://e.org)\n"
-                    "```\n[no](block.md)\n```\n")
+    page.write_text(
+        "# A `b.c` / d\n\n## A `b.c` / d\n\n[x](other.md#y) `[no](code.md)` [u](https://e.org)\n"
+        "```\n[no](block.md)\n```\n"
+    )
     assert heading_anchors(page) == {"a-bc--d", "a-bc--d-1"}
     assert relative_links(page) == [(5, "other.md#y")]
 

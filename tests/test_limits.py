@@ -8,6 +8,9 @@ allocate real multi-GiB inputs or outputs on the GPU.
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import DEVICES, cuda_only
 from helpers import (
     adds_sums,
@@ -20,8 +23,6 @@ from helpers import (
     reference_histogram,
     tier_variants,
 )
-
-import torch_dsmhist
 
 INT32_MAX = 2**31 - 1
 
@@ -347,8 +348,11 @@ def test_memory_of_histogram_add_and_deterministic_sums(gen):
     # Counts at these bins take tier partition (past 232448 bins), whose workspace is its documented bound.
     partition = torch_dsmhist.plan(bins).tier == "partition"
     cases = [
-        ("histogram_add_", lambda: torch_dsmhist.histogram_add_(hist, x, 0.0, 1.0),
-         PARTITION_WORKSPACE_BYTES if partition else 0),
+        (
+            "histogram_add_",
+            lambda: torch_dsmhist.histogram_add_(hist, x, 0.0, 1.0),
+            PARTITION_WORKSPACE_BYTES if partition else 0,
+        ),
         ("histogram_add_ weighted", lambda: torch_dsmhist.histogram_add_(sums, x, 0.0, 1.0, weight=w), 0),
     ]
     for name, call, scratch in cases:
@@ -391,8 +395,9 @@ def test_range_that_rounds_to_one_value_uses_the_middle_bin(device):
     # Values other than that one value are outside the range: dropped, or clamped to the edge bins.
     y = torch.tensor([1e10, 2e10, 0.0], device=device)
     assert torch.equal(torch_dsmhist.histogram(y, 4, 1e10, 1e10 + 1).cpu(), torch.tensor([0, 0, 1, 0]))
-    assert torch.equal(torch_dsmhist.histogram(y, 4, 1e10, 1e10 + 1, out_of_range="clamp").cpu(),
-                       torch.tensor([1, 0, 1, 1]))
+    assert torch.equal(
+        torch_dsmhist.histogram(y, 4, 1e10, 1e10 + 1, out_of_range="clamp").cpu(), torch.tensor([1, 0, 1, 1])
+    )
 
 
 # ----- memory on the CPU -------------------------------------------------------------------------------------------
@@ -454,8 +459,13 @@ def test_cpu_scratch_is_bounded(threads):
     # glibc returns large blocks to the system on free only below a fixed mmap threshold; a dynamic one would let a
     # call reuse pages an earlier call left resident, and the growth would miss them.
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-    result = subprocess.run([sys.executable, "-c", CPU_MEMORY_SCRIPT, str(threads), "1"], capture_output=True,
-                            text=True, timeout=600, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", CPU_MEMORY_SCRIPT, str(threads), "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     slack = 8 * 2**20
     for name, (extra, output_bytes) in json.loads(result.stdout).items():
@@ -499,11 +509,13 @@ def test_cpu_scratch_allocation_failure_names_bins_and_bytes():
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-c", CPU_ALLOCATION_SCRIPT], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run([sys.executable, "-c", CPU_ALLOCATION_SCRIPT], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     for line in lines[:2]:
-        assert "RuntimeError" in line and "scratch for bins=4194304 (8388608 bytes" in line and \
-            "could not be allocated" in line, line
+        assert (
+            "RuntimeError" in line
+            and "scratch for bins=4194304 (8388608 bytes" in line
+            and "could not be allocated" in line
+        ), line
     assert lines[2] == "hist untouched True"

@@ -3,6 +3,9 @@ against the independent reference in helpers.py."""
 
 import pytest
 import torch
+
+import torch_dsmhist
+
 from conftest import DEVICES
 from helpers import (
     FLOAT_DTYPES,
@@ -13,8 +16,6 @@ from helpers import (
     reference_histogram,
     sprinkle_specials,
 )
-
-import torch_dsmhist
 
 
 def reference_batched(x: torch.Tensor, bins: int, min=None, max=None, weight=None, out_of_range="ignore", dtype=None):
@@ -34,8 +35,9 @@ def reference_batched(x: torch.Tensor, bins: int, min=None, max=None, weight=Non
     ]
     if out:
         return torch.stack(out).reshape(*lead, bins)
-    empty = reference_histogram(x.reshape(-1)[:0], bins, min, max, None if weight is None else weight.reshape(-1)[:0],
-                                out_of_range, dtype)
+    empty = reference_histogram(
+        x.reshape(-1)[:0], bins, min, max, None if weight is None else weight.reshape(-1)[:0], out_of_range, dtype
+    )
     return empty.new_zeros((*lead, bins))
 
 
@@ -87,7 +89,9 @@ def test_histogram_add_into_a_non_contiguous_hist(device, gen):
     x = make_index_values(20011, 300, torch.int16, "sorted", gen).to(device)
     torch_dsmhist.histogram_add_(hist, x, out_of_range="clamp")
     torch_dsmhist.histogram_add_(hist, x[::3], out_of_range="clamp")
-    expected = reference_histogram(x, 300, out_of_range="clamp") + reference_histogram(x[::3], 300, out_of_range="clamp")
+    expected = reference_histogram(x, 300, out_of_range="clamp") + reference_histogram(
+        x[::3], 300, out_of_range="clamp"
+    )
     check_equal(hist, expected)
     assert torch.count_nonzero(storage[:, 0]) == 0
 
@@ -115,12 +119,18 @@ def test_histogram_out_and_accumulate(device, gen):
         (lambda h, x, f: torch_dsmhist.histogram_add_(h.reshape(2, -1), x), "hist must be a non-empty 1-D"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h[:0], x), "hist must be a non-empty 1-D"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h.float(), x), "hist must hold counts"),
-        (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, weight=x.float()), "with weight, hist must be torch.float32"),
+        (
+            lambda h, x, f: torch_dsmhist.histogram_add_(h, x, weight=x.float()),
+            "with weight, hist must be torch.float32",
+        ),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, f), "floating input needs min and max"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, 0.0), "give both min and max"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, x, out_of_range="wrap"), "out_of_range"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h, x.bool()), "input has dtype"),
-        (lambda h, x, f: torch_dsmhist.histogram_add_(h.float(), x, weight=x[:-1].float()), "weight must have the shape"),
+        (
+            lambda h, x, f: torch_dsmhist.histogram_add_(h.float(), x, weight=x[:-1].float()),
+            "weight must have the shape",
+        ),
     ],
 )
 def test_histogram_add_bad_arguments(device, call, match):
@@ -145,13 +155,26 @@ def test_histogram_add_rejects_hist_on_another_device():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     "shape, bins",
-    [((1, 1), 1), ((7, 13), 5), ((3001, 31), 16), ((65, 257), 256), ((2, 3, 1001), 97), ((3, 100003), 4099),
-     ((0, 5), 3), ((4, 0), 3), ((5,), 7)],
+    [
+        ((1, 1), 1),
+        ((7, 13), 5),
+        ((3001, 31), 16),
+        ((65, 257), 256),
+        ((2, 3, 1001), 97),
+        ((3, 100003), 4099),
+        ((0, 5), 3),
+        ((4, 0), 3),
+        ((5,), 7),
+    ],
 )
 def test_batched_matches_rows(device, shape, bins, gen):
     x = make_index_values(int(torch.Size(shape).numel()), bins, torch.int32, "uniform", gen).reshape(shape).to(device)
-    check_equal(torch_dsmhist.batched_histogram(x, bins, out_of_range="clamp"), reference_batched(x, bins, out_of_range="clamp"))
-    check_equal(torch_dsmhist.batched_histogram(x, bins, dtype=torch.int32), reference_batched(x, bins, dtype=torch.int32))
+    check_equal(
+        torch_dsmhist.batched_histogram(x, bins, out_of_range="clamp"), reference_batched(x, bins, out_of_range="clamp")
+    )
+    check_equal(
+        torch_dsmhist.batched_histogram(x, bins, dtype=torch.int32), reference_batched(x, bins, dtype=torch.int32)
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -218,7 +241,7 @@ def test_deterministic_weighted_sums_are_accurate_and_repeatable(device, weight_
     bins = 1000
     x = make_range_values(300007, 0.0, 1.0, torch.float32, "sorted", gen).to(device)
     # Weights of mixed signs and magnitudes, so a different order of additions would round differently.
-    w = (torch.randn(300007, generator=gen, dtype=torch.float64) * 10.0 ** torch.randint(-3, 4, (300007,), generator=gen))
+    w = torch.randn(300007, generator=gen, dtype=torch.float64) * 10.0 ** torch.randint(-3, 4, (300007,), generator=gen)
     w = w.to(weight_dtype).to(device)
     runs = [torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w) for _ in range(3)]
     for run in runs[1:]:

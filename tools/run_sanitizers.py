@@ -37,8 +37,9 @@ def verdict(tool: str, returncode: Optional[int], output: str) -> Tuple[bool, st
     else:
         progress = f"unfinished, {done} done" if returncode is None else "no summary"
     rc = "-" if returncode is None else str(returncode)
-    return bool(ok), (f"{tool:<10} {rc:>3} {','.join(errors) or 'none':>17} {progress:>20}  "
-                      f"{'clean' if ok else 'FAIL'}")
+    return bool(ok), (
+        f"{tool:<10} {rc:>3} {','.join(errors) or 'none':>17} {progress:>20}  {'clean' if ok else 'FAIL'}"
+    )
 
 
 def main() -> int:
@@ -57,12 +58,23 @@ def main() -> int:
     runs = {}
     for tool in args.tools.split(","):
         # Only the project's kernels are instrumented (torch's own would make racecheck take many minutes).
-        command = ["compute-sanitizer", "--tool", tool, "--kernel-name", "kns=dsmhist", "--error-exitcode", "3",
-                   sys.executable, "sanitize_tiers.py"]
+        command = [
+            "compute-sanitizer",
+            "--tool",
+            tool,
+            "--kernel-name",
+            "kns=dsmhist",
+            "--error-exitcode",
+            "3",
+            sys.executable,
+            "sanitize_tiers.py",
+        ]
         log = open(log_dir / f"sanitizer_{tool}.log", "w")
         # A session of its own: at the time limit the sanitizer and the python it runs are stopped together.
-        runs[tool] = (subprocess.Popen(command, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True), log)
+        runs[tool] = (
+            subprocess.Popen(command, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True),
+            log,
+        )
     deadline = None if args.time_limit is None else started + args.time_limit
     clean = 0
     print(f"{'tool':<10} {'rc':>3} {'sanitizer errors':>17} {'cases':>20}  verdict")

@@ -18,6 +18,8 @@ import torch
 # the extension sits in the repository root.
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPOSITORY / "tests"), str(REPOSITORY)]
+import torch_dsmhist  # noqa: E402
+
 from helpers import (  # noqa: E402
     TIERS,
     adds_sums,
@@ -31,8 +33,6 @@ from helpers import (  # noqa: E402
     reference_histogram,
     shared_capacity,
 )
-
-import torch_dsmhist  # noqa: E402
 
 
 def cases(gen: torch.Generator):
@@ -62,29 +62,53 @@ def cases(gen: torch.Generator):
         if sums and bins <= capacity // 2:  # float64 sums take 8 bytes a bin
             one.append(("fp16 fp64-weighted", f, dict(min=-0.5, max=0.5, weight=w)))
         for what, data, kwargs in one:
-            yield (f"{label} histogram {what}", tier, size,
-                   lambda d=data, k=kwargs: torch_dsmhist.histogram(d, bins, **k),
-                   lambda: reference_histogram(data, bins, **kwargs))
+            yield (
+                f"{label} histogram {what}",
+                tier,
+                size,
+                lambda d=data, k=kwargs: torch_dsmhist.histogram(d, bins, **k),
+                lambda: reference_histogram(data, bins, **kwargs),
+            )
         hist = torch.ones(bins, dtype=torch.int64, device="cuda")
-        yield (f"{label} histogram_add_ strided", tier, size,
-               lambda h=hist, d=x[1::2]: torch_dsmhist.histogram_add_(h, d),
-               lambda: 1 + reference_histogram(x[1::2], bins))
-        for rows, what in ((x[:10000].reshape(500, 20), "500 short rows"), (x[1:].reshape(2, 5003), "2 long rows"),
-                           (x[:9999].reshape(99, 101)[:, 1::2], "99 strided rows")):
-            yield (f"{label} batched {what}", tier, size, lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
-                   lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
+        yield (
+            f"{label} histogram_add_ strided",
+            tier,
+            size,
+            lambda h=hist, d=x[1::2]: torch_dsmhist.histogram_add_(h, d),
+            lambda: 1 + reference_histogram(x[1::2], bins),
+        )
+        for rows, what in (
+            (x[:10000].reshape(500, 20), "500 short rows"),
+            (x[1:].reshape(2, 5003), "2 long rows"),
+            (x[:9999].reshape(99, 101)[:, 1::2], "99 strided rows"),
+        ):
+            yield (
+                f"{label} batched {what}",
+                tier,
+                size,
+                lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
+                lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]),
+            )
         # Each worker (block, or cluster) takes two rows or more, so a worker's flush between rows runs. This is
         # the 500 and 99 rows' path at a few rows a worker: racecheck could not finish those at 100003 bins and up
         # in a 600 s call on the H100 (at 1000 bins, 500 rows took 94-370 s).
         count = 2 * rows_workers(tier, size, bins) + 1
         rows = make_index_values(count * 18, bins, torch.int32, "uniform", gen).cuda().view(count, 18)[:, 1::2]
-        yield (f"{label} batched {rows.shape[0]} strided rows, two or more a worker", tier, size,
-               lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
-               lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]))
+        yield (
+            f"{label} batched {rows.shape[0]} strided rows, two or more a worker",
+            tier,
+            size,
+            lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
+            lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]),
+        )
         if sums and bins <= capacity // 2:  # the fixed-point sums take 8 bytes a bin
-            yield (f"{label} deterministic weighted", tier, size,
-                   lambda: deterministic(lambda: torch_dsmhist.histogram(f, bins, -0.5, 0.5, weight=w.float())),
-                   lambda: reference_histogram(f, bins, -0.5, 0.5, weight=w.float()))
+            yield (
+                f"{label} deterministic weighted",
+                tier,
+                size,
+                lambda: deterministic(lambda: torch_dsmhist.histogram(f, bins, -0.5, 0.5, weight=w.float())),
+                lambda: reference_histogram(f, bins, -0.5, 0.5, weight=w.float()),
+            )
 
 
 def rows_workers(tier: str, size, bins: int) -> int:
@@ -101,20 +125,45 @@ def byte_tally_cases(gen: torch.Generator):
     for dtype in (torch.uint8, torch.int8):
         x = make_index_values(70001, 256, dtype, "uniform", gen).cuda()
         label = f"shared byte tallies {str(dtype)[6:]}"
-        yield (f"{label} histogram misaligned", "shared", None, lambda d=x[1:]: torch_dsmhist.histogram(d, 256),
-               lambda: reference_histogram(x[1:], 256))
+        yield (
+            f"{label} histogram misaligned",
+            "shared",
+            None,
+            lambda d=x[1:]: torch_dsmhist.histogram(d, 256),
+            lambda: reference_histogram(x[1:], 256),
+        )
         kwargs = dict(min=-20.0, max=99.5, out_of_range="clamp")
-        yield (f"{label} histogram range clamp", "shared", None, lambda: torch_dsmhist.histogram(x, 37, **kwargs),
-               lambda: reference_histogram(x, 37, **kwargs))
+        yield (
+            f"{label} histogram range clamp",
+            "shared",
+            None,
+            lambda: torch_dsmhist.histogram(x, 37, **kwargs),
+            lambda: reference_histogram(x, 37, **kwargs),
+        )
         hist = torch.ones(300, dtype=torch.int32, device="cuda")
-        yield (f"{label} histogram_add_", "shared", None, lambda h=hist: torch_dsmhist.histogram_add_(h, x),
-               lambda: 1 + reference_histogram(x, 300, dtype=torch.int32))
+        yield (
+            f"{label} histogram_add_",
+            "shared",
+            None,
+            lambda h=hist: torch_dsmhist.histogram_add_(h, x),
+            lambda: 1 + reference_histogram(x, 300, dtype=torch.int32),
+        )
         rows = x[:70000].reshape(2, 35000)
-        yield (f"{label} batched 2 long rows", "shared", None, lambda: torch_dsmhist.batched_histogram(rows, 256),
-               lambda: torch.stack([reference_histogram(r, 256) for r in rows.cpu()]))
+        yield (
+            f"{label} batched 2 long rows",
+            "shared",
+            None,
+            lambda: torch_dsmhist.batched_histogram(rows, 256),
+            lambda: torch.stack([reference_histogram(r, 256) for r in rows.cpu()]),
+        )
         hot = torch.full((65537,), 9, dtype=dtype, device="cuda")
-        yield (f"{label} one hot value", "shared", None, lambda: torch_dsmhist.histogram(hot, 256),
-               lambda: reference_histogram(hot, 256))
+        yield (
+            f"{label} one hot value",
+            "shared",
+            None,
+            lambda: torch_dsmhist.histogram(hot, 256),
+            lambda: reference_histogram(hot, 256),
+        )
 
 
 def boundary_cases(gen: torch.Generator):
@@ -131,22 +180,40 @@ def boundary_cases(gen: torch.Generator):
         for n in (1, 15, 16, 17, 47):
             for offset in (0, 1, 7):
                 x = base[offset : offset + n]
-                yield (f"{label} uint8 n={n} offset={offset}", tier, size,
-                       lambda d=x: torch_dsmhist.histogram(d, 256), lambda: reference_histogram(x, 256))
+                yield (
+                    f"{label} uint8 n={n} offset={offset}",
+                    tier,
+                    size,
+                    lambda d=x: torch_dsmhist.histogram(d, 256),
+                    lambda: reference_histogram(x, 256),
+                )
                 if not sums:
                     continue
                 wx = w[offset : offset + n]
-                yield (f"{label} uint8 weighted n={n} offset={offset}", tier, size,
-                       lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v),
-                       lambda: reference_histogram(x, 256, weight=wx))
+                yield (
+                    f"{label} uint8 weighted n={n} offset={offset}",
+                    tier,
+                    size,
+                    lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v),
+                    lambda: reference_histogram(x, 256, weight=wx),
+                )
         rows = base[3 : 3 + 33 * 17].view(33, 17)
-        yield (f"{label} batched 33 rows of 17 at offset 3", tier, size,
-               lambda d=rows: torch_dsmhist.batched_histogram(d, 256, dtype=torch.int32),
-               lambda: torch.stack([reference_histogram(r, 256, dtype=torch.int32) for r in rows.cpu()]))
+        yield (
+            f"{label} batched 33 rows of 17 at offset 3",
+            tier,
+            size,
+            lambda d=rows: torch_dsmhist.batched_histogram(d, 256, dtype=torch.int32),
+            lambda: torch.stack([reference_histogram(r, 256, dtype=torch.int32) for r in rows.cpu()]),
+        )
     x = make_index_values(50021, capacity + 2, torch.int64, "uniform", gen).cuda()
     for bins in (capacity, capacity + 1):
-        yield (f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})", "auto", None,
-               lambda b=bins: torch_dsmhist.histogram(x, b), lambda: reference_histogram(x, bins))
+        yield (
+            f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})",
+            "auto",
+            None,
+            lambda b=bins: torch_dsmhist.histogram(x, b),
+            lambda: reference_histogram(x, bins),
+        )
     if cluster_available():
         largest = max_cluster_size()
         full = [(t.name, size) for t in TIERS if t.cluster for size in sorted({2, 7, largest})]
@@ -155,8 +222,13 @@ def boundary_cases(gen: torch.Generator):
             if not plannable(tier, size, bins):  # tier exchange: its staging shares the blocks' shared memory
                 bins = size * (capacity // 2) - 1
             y = make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
-            yield (f"{tier}{size} bins={bins} (full blocks)", tier, size,
-                   lambda d=y, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(y, bins))
+            yield (
+                f"{tier}{size} bins={bins} (full blocks)",
+                tier,
+                size,
+                lambda d=y, b=bins: torch_dsmhist.histogram(d, b),
+                lambda: reference_histogram(y, bins),
+            )
 
 
 def partition_item_cases(gen: torch.Generator):
@@ -165,8 +237,13 @@ def partition_item_cases(gen: torch.Generator):
     for bins in ((4 << 20) + 7, (16 << 20) + 3):
         spread = make_index_values(1_500_007, bins, torch.int32, "uniform", gen)
         x = torch.where(torch.rand(spread.numel(), generator=gen) < 0.6, spread.remainder(30011), spread).cuda()
-        yield (f"partition bins={bins} hot chunk", "partition", None,
-               lambda d=x, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(x, bins))
+        yield (
+            f"partition bins={bins} hot chunk",
+            "partition",
+            None,
+            lambda d=x, b=bins: torch_dsmhist.histogram(d, b),
+            lambda: reference_histogram(x, bins),
+        )
 
 
 def packed_sweep_cases(gen: torch.Generator):
@@ -186,24 +263,42 @@ def packed_sweep_cases(gen: torch.Generator):
         values = torch.cat([zipf, hot])
         x = values[torch.randperm(values.numel(), generator=gen)].cuda()
         for what, data in (("dense", x), ("strided", x[::2])):
-            yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
-                   lambda d=data, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(data, bins))
+            yield (
+                f"cluster{size} bins={bins} packed sweeps {what}",
+                "cluster",
+                size,
+                lambda d=data, b=bins: torch_dsmhist.histogram(d, b),
+                lambda: reference_histogram(data, bins),
+            )
         rows = x[: 3 * 433_336].view(3, -1)
-        yield (f"cluster{size} bins={bins} packed sweeps batched", "cluster", size,
-               lambda d=rows, b=bins: torch_dsmhist.batched_histogram(d, b),
-               lambda: torch.stack([reference_histogram(r, bins) for r in rows]))
+        yield (
+            f"cluster{size} bins={bins} packed sweeps batched",
+            "cluster",
+            size,
+            lambda d=rows, b=bins: torch_dsmhist.batched_histogram(d, b),
+            lambda: torch.stack([reference_histogram(r, bins) for r in rows]),
+        )
         if size == 2:
             edgy = x.clone()
             edgy[::101] = -5
             edgy[1::101] = bins + 5
             bodies = (("clamped", {"out_of_range": "clamp"}), ("by range", {"min": 0.0, "max": float(bins)}))
             for what, kwargs in bodies:
-                yield (f"cluster{size} bins={bins} packed sweeps {what}", "cluster", size,
-                       lambda d=edgy, b=bins, k=kwargs: torch_dsmhist.histogram(d, b, **k),
-                       lambda: reference_histogram(edgy, bins, **kwargs))
+                yield (
+                    f"cluster{size} bins={bins} packed sweeps {what}",
+                    "cluster",
+                    size,
+                    lambda d=edgy, b=bins, k=kwargs: torch_dsmhist.histogram(d, b, **k),
+                    lambda: reference_histogram(edgy, bins, **kwargs),
+                )
             wide = edgy.long()[1::3]
-            yield (f"cluster{size} bins={bins} packed sweeps int64 strided", "cluster", size,
-                   lambda d=wide, b=bins: torch_dsmhist.histogram(d, b), lambda: reference_histogram(wide, bins))
+            yield (
+                f"cluster{size} bins={bins} packed sweeps int64 strided",
+                "cluster",
+                size,
+                lambda d=wide, b=bins: torch_dsmhist.histogram(d, b),
+                lambda: reference_histogram(wide, bins),
+            )
 
 
 def long_weighted_sum_cases(gen: torch.Generator):
@@ -214,9 +309,13 @@ def long_weighted_sum_cases(gen: torch.Generator):
     x = make_index_values(n, 65539, torch.int32, "zipf", gen).cuda()
     w = torch.randint(-1, 2, (n,), generator=gen).double().cuda()
     for weight in (w.float(), w):
-        yield (f"global long {str(weight.dtype)[6:]}-weighted", "global", None,
-               lambda d=x, v=weight: torch_dsmhist.histogram(d, 65539, weight=v),
-               lambda: reference_histogram(x, 65539, weight=weight))
+        yield (
+            f"global long {str(weight.dtype)[6:]}-weighted",
+            "global",
+            None,
+            lambda d=x, v=weight: torch_dsmhist.histogram(d, 65539, weight=v),
+            lambda: reference_histogram(x, 65539, weight=weight),
+        )
 
 
 def bin_index_cases(gen: torch.Generator):
@@ -224,18 +323,29 @@ def bin_index_cases(gen: torch.Generator):
     data-derived range and given range keys; checked against the CPU implementation."""
     base = make_range_values(9001, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
     ids = make_index_values(9001, 300, torch.int32, "uniform", gen).cuda()
-    views = [("fp16 offset 1", base[1:4000], {}), ("fp16 n=17 offset 7", base[7:24], dict(min=-0.5, max=0.5)),
-             ("fp16 strided 2-D", base[:9000].view(90, 100)[:, 3::7], dict(out_of_range="clamp")),
-             ("int32 index strided", ids[::3], {}), ("int32 range transposed", ids[:9000].view(30, 300).t(),
-                                                      dict(min=0.0, max=300.0, out_of_range="clamp"))]
+    views = [
+        ("fp16 offset 1", base[1:4000], {}),
+        ("fp16 n=17 offset 7", base[7:24], dict(min=-0.5, max=0.5)),
+        ("fp16 strided 2-D", base[:9000].view(90, 100)[:, 3::7], dict(out_of_range="clamp")),
+        ("int32 index strided", ids[::3], {}),
+        ("int32 range transposed", ids[:9000].view(30, 300).t(), dict(min=0.0, max=300.0, out_of_range="clamp")),
+    ]
     for what, data, kwargs in views:
-        yield (f"auto bin indices {what}", "auto", None,
-               lambda d=data, k=kwargs: torch.ops.dsmhist._bin_indices(d, 300, **k),
-               lambda: torch.ops.dsmhist._bin_indices(data.cpu(), 300, **kwargs))
+        yield (
+            f"auto bin indices {what}",
+            "auto",
+            None,
+            lambda d=data, k=kwargs: torch.ops.dsmhist._bin_indices(d, 300, **k),
+            lambda: torch.ops.dsmhist._bin_indices(data.cpu(), 300, **kwargs),
+        )
     keys = torch.ops.dsmhist._finite_range_keys(base)
-    yield ("auto bin indices with range keys", "auto", None,
-           lambda: torch.ops.dsmhist._bin_indices(base[5:], 300, range_keys=keys),
-           lambda: torch.ops.dsmhist._bin_indices(base[5:].cpu(), 300, range_keys=keys.cpu()))
+    yield (
+        "auto bin indices with range keys",
+        "auto",
+        None,
+        lambda: torch.ops.dsmhist._bin_indices(base[5:], 300, range_keys=keys),
+        lambda: torch.ops.dsmhist._bin_indices(base[5:].cpu(), 300, range_keys=keys.cpu()),
+    )
 
 
 def edges_cases(gen: torch.Generator):
@@ -246,18 +356,29 @@ def edges_cases(gen: torch.Generator):
     weights = torch.rand(20011, generator=gen, dtype=torch.float64)
     for bins in (3, 1000, 9000):
         edges = torch.sort(torch.rand(bins + 1, generator=gen) * 1.6 - 0.8).values
-        calls = [("offset 3", values[3:], {}), ("strided", values[::5], dict(out_of_range="clamp")),
-                 ("fp64-weighted", values[1:], dict(weight=weights[1:]))]
+        calls = [
+            ("offset 3", values[3:], {}),
+            ("strided", values[::5], dict(out_of_range="clamp")),
+            ("fp64-weighted", values[1:], dict(weight=weights[1:])),
+        ]
         for what, data, kwargs in calls:
             cuda_kwargs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-            yield (f"auto histogram_edges bins={bins} {what}", "auto", None,
-                   lambda d=data.cuda(), e=edges.cuda(), k=cuda_kwargs: torch_dsmhist.histogram_edges(d, e, **k),
-                   lambda: torch_dsmhist.histogram_edges(data, edges, **kwargs))
+            yield (
+                f"auto histogram_edges bins={bins} {what}",
+                "auto",
+                None,
+                lambda d=data.cuda(), e=edges.cuda(), k=cuda_kwargs: torch_dsmhist.histogram_edges(d, e, **k),
+                lambda: torch_dsmhist.histogram_edges(data, edges, **kwargs),
+            )
     points = make_range_values(3 * 7001, -1.0, 1.0, torch.float32, "uniform", gen).view(7001, 3)
     grid = [torch.sort(torch.rand(n + 1, generator=gen) * 2 - 1).values for n in (5, 64, 200)]
-    yield ("auto histogramdd 5x64x200 strided points", "auto", None,
-           lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
-           lambda: torch_dsmhist.histogramdd(points[1:, :], grid))
+    yield (
+        "auto histogramdd 5x64x200 strided points",
+        "auto",
+        None,
+        lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
+        lambda: torch_dsmhist.histogramdd(points[1:, :], grid),
+    )
 
 
 def deterministic(call):
@@ -272,10 +393,16 @@ def main() -> int:
     gen = torch.Generator().manual_seed(1234)
     failures = 0
     count = 0
-    for name, tier, size, call, reference in itertools.chain(cases(gen), byte_tally_cases(gen), boundary_cases(gen),
-                                                           partition_item_cases(gen), packed_sweep_cases(gen),
-                                                           long_weighted_sum_cases(gen),
-                                                           bin_index_cases(gen), edges_cases(gen)):
+    for name, tier, size, call, reference in itertools.chain(
+        cases(gen),
+        byte_tally_cases(gen),
+        boundary_cases(gen),
+        partition_item_cases(gen),
+        packed_sweep_cases(gen),
+        long_weighted_sum_cases(gen),
+        bin_index_cases(gen),
+        edges_cases(gen),
+    ):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue
         started = time.time()
@@ -283,8 +410,9 @@ def main() -> int:
         with torch_dsmhist.force_tier(tier, size):
             out = call().cpu()
         tolerance = 1e-5 if out.dtype == torch.float32 else 1e-9
-        ok = out.dtype == expected.dtype and torch.allclose(out.double(), expected.double(), rtol=tolerance,
-                                                            atol=tolerance)
+        ok = out.dtype == expected.dtype and torch.allclose(
+            out.double(), expected.double(), rtol=tolerance, atol=tolerance
+        )
         failures += not ok
         count += 1
         print(f"{'ok  ' if ok else 'FAIL'} {name} ({time.time() - started:.1f} s)")

@@ -22,8 +22,8 @@ import torch  # noqa: F401  (loads libtorch, which _C links against)
 from ._install import load_extension as _load_extension
 
 _C = _load_extension()  # registers torch.ops.dsmhist.*; an ImportError naming both torch versions on a mismatch
-from . import _fake  # noqa: E402, F401  (fake kernels for torch.compile / meta tensors)
-from . import dropins  # noqa: E402
+# After the extension: _fake registers the fake kernels (torch.compile, meta tensors) of the ops it defines.
+from . import _fake, dropins  # noqa: E402, F401
 from ._api import (  # noqa: E402
     Plan,
     batched_histogram,

@@ -97,7 +97,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m torch_dsmhist",
         description="Demo: count Zipf-distributed token ids with torch_dsmhist.histogram, check them against "
-                    "torch.bincount, and time both (the ratio is printed beside the CPU thread count).")
+        "torch.bincount, and time both (the ratio is printed beside the CPU thread count).",
+    )
     parser.add_argument("--n", type=positive, default=None, help="number of token ids (default 2^24 CUDA, 2^22 CPU)")
     parser.add_argument("--bins", type=positive, default=32000, help="vocabulary size = bins (default 32000)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if usable, else cpu")
@@ -123,8 +124,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = torch_dsmhist.plan(vocab, device, dtype=tokens.dtype)
     print(f"\ntier: {p.tier}", end="")
     if p.tier != "cpu":
-        print(f" | cluster size {p.cluster_size} | {p.shared_bytes_per_block:,} shared bytes/block"
-              f" | {p.threads_per_block} threads/block", end="")
+        print(
+            f" | cluster size {p.cluster_size} | {p.shared_bytes_per_block:,} shared bytes/block"
+            f" | {p.threads_per_block} threads/block",
+            end="",
+        )
     print()
 
     ours = time_ms(lambda: torch_dsmhist.histogram(tokens, vocab), device)

@@ -77,7 +77,7 @@ def histogram(
     (plus 16 bytes when the range comes from the data), so it can be captured in CUDA graphs and compiled with
     ``torch.compile(fullgraph=True)``. Integer counts are exact and deterministic. Weighted sums on CUDA use
     floating-point atomics (the rounding varies run to run) unless ``torch.use_deterministic_algorithms(True)`` is
-    on: then they take the deterministic fixed-point path (bitwise identical run to run; see the README).
+    on: then they take the deterministic fixed-point path (bitwise identical run to run; see docs/semantics.md, "Determinism").
 
     Raises:
         TypeError: an argument of the wrong Python type (a list as ``input``, ``bins=4.5``, ``dtype="int32"``).
@@ -251,8 +251,9 @@ def plan(
     if device is None:
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
-    (tier, cluster, shared, threads, per_block, launch_threads, launch_cluster, launch_grid,
-     launch_shared) = torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype, call_rows, call_length, batched)
+    (tier, cluster, shared, threads, per_block, launch_threads, launch_cluster, launch_grid, launch_shared) = (
+        torch.ops.dsmhist._plan(bins, device, dtype, weight_dtype, call_rows, call_length, batched)
+    )
     given = device.type == "cuda" and (n is not None or rows is not None)
     return Plan(
         tier=tier,

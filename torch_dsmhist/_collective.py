@@ -55,13 +55,26 @@ class PendingHistogram:
 # ---------------------------------------------------------------------------------------------------------------
 
 INDEX, GIVEN_RANGE, DATA_RANGE, NO_BINNING = 0, 1, 2, 3
-_MODE_NAMES = ("bin = value (integer input, no min/max)", "a given [min, max]",
-               "the data's range (floating input, no min/max)", "none (a histogram to sum)")
+_MODE_NAMES = (
+    "bin = value (integer input, no min/max)",
+    "a given [min, max]",
+    "the data's range (floating input, no min/max)",
+    "none (a histogram to sum)",
+)
 
 # The fields every rank must agree on, in message order (after the status and element-count slots).
-_FIELD_NAMES = ("function", "bins", "binning mode", "min", "max", "out_of_range", "accumulate",
-                "count / sum dtype (from dtype, weight's dtype, or hist's / out's dtype)", "device type",
-                "batch shape (leading dims)")
+_FIELD_NAMES = (
+    "function",
+    "bins",
+    "binning mode",
+    "min",
+    "max",
+    "out_of_range",
+    "accumulate",
+    "count / sum dtype (from dtype, weight's dtype, or hist's / out's dtype)",
+    "device type",
+    "batch shape (leading dims)",
+)
 _STATUS, _ELEMENTS, _FIRST_FIELD = 0, 1, 2
 _MESSAGE_LENGTH = _FIRST_FIELD + len(_FIELD_NAMES)
 _TEXT_LIMIT = 4000  # bytes of one rank's error or values text on the error path (a traceback-sized message)
@@ -102,7 +115,8 @@ def collective(prepare: Callable[..., Prepared]) -> Callable[..., Union[torch.Te
         return _run(op, local, group, check)
 
     call.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        return_annotation=Union[torch.Tensor, PendingHistogram])
+        return_annotation=Union[torch.Tensor, PendingHistogram]
+    )
     return call
 
 
@@ -159,11 +173,14 @@ def _agree_then_raise(op: str, error: BaseException, group: GroupType) -> NoRetu
 def _require_group(op: str, group: Any) -> None:
     """What must hold before any rank can be told anything (raised at once on this rank: there is no one to tell)."""
     if not dist.is_available() or not dist.is_initialized():
-        raise RuntimeError(f"{op}: torch.distributed is not initialized; call init_process_group first "
-                           "(or use the single-process torch_dsmhist functions)")
+        raise RuntimeError(
+            f"{op}: torch.distributed is not initialized; call init_process_group first "
+            "(or use the single-process torch_dsmhist functions)"
+        )
     # new_group() gives the ranks outside the group a sentinel instead of a process group.
-    if group is dist.GroupMember.NON_GROUP_MEMBER or (isinstance(group, dist.ProcessGroup)
-                                                       and dist.get_rank(group) < 0):
+    if group is dist.GroupMember.NON_GROUP_MEMBER or (
+        isinstance(group, dist.ProcessGroup) and dist.get_rank(group) < 0
+    ):
         raise RuntimeError(f"{op}: this process (rank {dist.get_rank()}) is not a member of group")
     if group is not None and not isinstance(group, dist.ProcessGroup):
         raise TypeError(f"{op}: group must be a torch.distributed.ProcessGroup or None, got {type(group).__name__}")
@@ -196,19 +213,47 @@ def _float_code(value: Optional[float]) -> int:
     return _NONE_BITS if value is None else struct.unpack("<q", struct.pack("<d", value + 0.0))[0]
 
 
-def call_signature(op: str, bins: int, mode: int, min: Optional[float], max: Optional[float], out_of_range: str,
-                   accumulate: bool, count_dtype: torch.dtype, device: torch.device, batch_shape: Sequence[int]
-                   ) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
+def call_signature(
+    op: str,
+    bins: int,
+    mode: int,
+    min: Optional[float],
+    max: Optional[float],
+    out_of_range: str,
+    accumulate: bool,
+    count_dtype: torch.dtype,
+    device: torch.device,
+    batch_shape: Sequence[int],
+) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
     """The codes the ranks compare (int64 each, in _FIELD_NAMES order) and the values a message shows.
 
     ``accumulate`` is whether the global histogram is added into the target (out=, hist) or replaces it: ranks that
     differ would each be left with a different result, which the sum itself would not reveal.
     """
-    codes = (_text_code(op), bins, mode, _float_code(min), _float_code(max), _text_code(out_of_range),
-             int(accumulate), _text_code(str(count_dtype)), _text_code(device.type),
-             _text_code(repr(tuple(batch_shape))))
-    shown = (op, str(bins), _MODE_NAMES[mode], repr(min), repr(max), repr(out_of_range), repr(accumulate),
-             str(count_dtype), device.type, repr(tuple(batch_shape)))
+    codes = (
+        _text_code(op),
+        bins,
+        mode,
+        _float_code(min),
+        _float_code(max),
+        _text_code(out_of_range),
+        int(accumulate),
+        _text_code(str(count_dtype)),
+        _text_code(device.type),
+        _text_code(repr(tuple(batch_shape))),
+    )
+    shown = (
+        op,
+        str(bins),
+        _MODE_NAMES[mode],
+        repr(min),
+        repr(max),
+        repr(out_of_range),
+        repr(accumulate),
+        str(count_dtype),
+        device.type,
+        repr(tuple(batch_shape)),
+    )
     return codes, shown
 
 
@@ -240,9 +285,11 @@ def _agree(op: str, prepared: Optional[Prepared], error: Optional[BaseException]
     """Exchange every rank's call signature or failure; raise, on every rank, when one failed or the ranks differ."""
     device = _check_device(group, prepared)
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(f"{op}: check=True reads the ranks' arguments back to the host, which CUDA-graph "
-                           "capture forbids with an NCCL-only group; pass check=False when capturing (after an "
-                           "eager call with check=True), or give the group a CPU backend (\"cpu:gloo,cuda:nccl\")")
+        raise RuntimeError(
+            f"{op}: check=True reads the ranks' arguments back to the host, which CUDA-graph "
+            "capture forbids with an NCCL-only group; pass check=False when capturing (after an "
+            'eager call with check=True), or give the group a CPU backend ("cpu:gloo,cuda:nccl")'
+        )
     mine = None
     if prepared is not None:
         try:
@@ -255,16 +302,21 @@ def _agree(op: str, prepared: Optional[Prepared], error: Optional[BaseException]
     rows = _all_gather_rows(mine, group, device)
 
     failed = [rank for rank, row in enumerate(rows) if row[_STATUS]]
-    differ = [] if failed else [
-        index for index in range(len(_FIELD_NAMES)) if len({row[_FIRST_FIELD + index] for row in rows}) > 1]
+    differ = (
+        []
+        if failed
+        else [index for index in range(len(_FIELD_NAMES)) if len({row[_FIRST_FIELD + index] for row in rows}) > 1]
+    )
     if failed or differ:
         # Every rank takes this branch (the rows are the same everywhere), so every rank joins this exchange.
         shown = _describe(error) if error is not None else json.dumps(prepared.shown if prepared else None)
-        texts = _exchange_texts(shown,
-                                group, device)
+        texts = _exchange_texts(shown, group, device)
         if error is not None:
-            _note(error, f"(raised on group rank {dist.get_rank(group)} of {len(rows)} in {op}; the other ranks "
-                         "raised RuntimeError naming it)")
+            _note(
+                error,
+                f"(raised on group rank {dist.get_rank(group)} of {len(rows)} in {op}; the other ranks "
+                "raised RuntimeError naming it)",
+            )
             raise error
         if failed:
             errors = "; ".join(f"group rank {rank}: {texts[rank]}" for rank in failed)
@@ -277,13 +329,16 @@ def _agree(op: str, prepared: Optional[Prepared], error: Optional[BaseException]
             except (ValueError, IndexError, TypeError):  # a text cut at _TEXT_LIMIT
                 values.append(f"group rank {rank}: (unreadable)")
         more = f" (and {len(rows) - 16} more ranks)" if len(rows) > 16 else ""
-        raise ValueError(f"{op}: every rank of the group must pass the same {_FIELD_NAMES[index]}; got "
-                         f"{', '.join(values)}{more}")
+        raise ValueError(
+            f"{op}: every rank of the group must pass the same {_FIELD_NAMES[index]}; got {', '.join(values)}{more}"
+        )
     assert prepared is not None
     total = sum(row[_ELEMENTS] for row in rows)
     if prepared.int32_counts and total > _INT32_MAX:
-        raise ValueError(f"{op}: int32 counts cannot hold the count of {total} elements across the group (a bin "
-                         "could exceed 2^31 - 1); use int64 counts")
+        raise ValueError(
+            f"{op}: int32 counts cannot hold the count of {total} elements across the group (a bin "
+            "could exceed 2^31 - 1); use int64 counts"
+        )
 
 
 def _describe(error: BaseException) -> str:

@@ -204,8 +204,9 @@ def _torch_cpu_bin(value: float, dtype: torch.dtype, bins: int, min: float, max:
     return int(hit[0, 0]) if hit.numel() else -1
 
 
-def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0, *,
-          out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def histc(
+    input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0, *, out: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """Drop-in for :func:`torch.histc` on floating input: torch's CPU result, its dtype and its exception classes, on
     every device, except where the README's drop-in table says otherwise.
 
@@ -237,13 +238,18 @@ def histc(input: torch.Tensor, bins: int = 100, min: float = 0, max: float = 0, 
     if out is None:
         return result
     if out.dtype != result.dtype or out.device != result.device:
-        raise RuntimeError(f"torch.histc: out must have the input's dtype and device ({result.dtype} on "
-                           f"{result.device}), got {out.dtype} on {out.device}")
+        raise RuntimeError(
+            f"torch.histc: out must have the input's dtype and device ({result.dtype} on "
+            f"{result.device}), got {out.dtype} on {out.device}"
+        )
     if tuple(out.shape) != tuple(result.shape):
         if out.numel() != 0:
-            warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                          f"which does not match the required output shape {list(result.shape)}.", UserWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                f"which does not match the required output shape {list(result.shape)}.",
+                UserWarning,
+                stacklevel=2,
+            )
         out.resize_(result.shape)
     return out.copy_(result)
 

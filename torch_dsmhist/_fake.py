@@ -34,8 +34,9 @@ def _histogram_add_fake(
     weight: Optional[torch.Tensor] = None,
     out_of_range: str = "ignore",
 ) -> None:
-    check_call("into", "torch_dsmhist.histogram_add_", input, 0, min, max, weight, out_of_range, target=hist,
-               accumulate=True)
+    check_call(
+        "into", "torch_dsmhist.histogram_add_", input, 0, min, max, weight, out_of_range, target=hist, accumulate=True
+    )
     check_into_memory_traced("torch_dsmhist.histogram_add_", "hist", hist, input, weight)
 
 
@@ -49,8 +50,19 @@ def _histogram_out_fake(
     dtype: Optional[torch.dtype] = None,
     accumulate: bool = False,
 ) -> None:
-    check_call("into", "torch_dsmhist.histogram", input, 0, min, max, weight, out_of_range, dtype, target=out,
-               accumulate=accumulate)
+    check_call(
+        "into",
+        "torch_dsmhist.histogram",
+        input,
+        0,
+        min,
+        max,
+        weight,
+        out_of_range,
+        dtype,
+        target=out,
+        accumulate=accumulate,
+    )
     check_into_memory_traced("torch_dsmhist.histogram", "out", out, input, weight)
 
 
@@ -63,8 +75,9 @@ def _batched_histogram_fake(
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
-    out_dtype = check_call("histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range,
-                           dtype, batched=True)
+    out_dtype = check_call(
+        "histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range, dtype, batched=True
+    )
     return input.new_empty((*input.shape[:-1], bins), dtype=out_dtype)
 
 
@@ -82,8 +95,19 @@ def _histogram_with_range_keys_fake(
     dtype: Optional[torch.dtype] = None,
     batched: bool = False,
 ) -> torch.Tensor:
-    out_dtype = check_call("range_keys", "torch_dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
-                           out_of_range, dtype, batched, target=range_keys)
+    out_dtype = check_call(
+        "range_keys",
+        "torch_dsmhist._histogram_with_range_keys",
+        input,
+        bins,
+        None,
+        None,
+        weight,
+        out_of_range,
+        dtype,
+        batched,
+        target=range_keys,
+    )
     shape = (*input.shape[:-1], bins) if batched else (bins,)
     return input.new_empty(shape, dtype=out_dtype)
 
@@ -96,8 +120,9 @@ def _bin_indices_fake(
     out_of_range: str = "ignore",
     range_keys: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    check_call("bin_indices", "torch_dsmhist._bin_indices", input, bins, min, max, None, out_of_range,
-               target=range_keys)
+    check_call(
+        "bin_indices", "torch_dsmhist._bin_indices", input, bins, min, max, None, out_of_range, target=range_keys
+    )
     return torch.empty_like(input, dtype=torch.int64, memory_format=torch.contiguous_format)
 
 
@@ -123,7 +148,9 @@ def _histogramdd_fake(
     return input.new_empty(tuple(e.shape[0] - 1 for e in edges), dtype=out_dtype)
 
 
-def _edge_bin_indices_fake(input: torch.Tensor, edges: List[torch.Tensor], out_of_range: str = "ignore") -> torch.Tensor:
+def _edge_bin_indices_fake(
+    input: torch.Tensor, edges: List[torch.Tensor], out_of_range: str = "ignore"
+) -> torch.Tensor:
     check_edges_call("torch_dsmhist._edge_bin_indices", input, edges, None, out_of_range, None, nd=True)
     return input.new_empty((input.shape[0],), dtype=torch.int32)
 

@@ -77,8 +77,9 @@ def check_dtype(fn: str, name: str, value: Any) -> Optional[torch.dtype]:
     return value
 
 
-def check_into_memory(fn: str, name: str, target: torch.Tensor, input: Optional[torch.Tensor],
-                      weight: Optional[torch.Tensor]) -> None:
+def check_into_memory(
+    fn: str, name: str, target: torch.Tensor, input: Optional[torch.Tensor], weight: Optional[torch.Tensor]
+) -> None:
     """What the C++ ops refuse before they write ``target`` (named ``name``): overlapping itself, input or weight."""
     torch.ops.dsmhist._check_into_memory(fn, name, target, input, weight)
 
@@ -106,8 +107,9 @@ def _may_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(a_first <= b_last and b_first <= a_last)
 
 
-def check_into_memory_traced(fn: str, name: str, target: torch.Tensor, input: torch.Tensor,
-                             weight: Optional[torch.Tensor]) -> None:
+def check_into_memory_traced(
+    fn: str, name: str, target: torch.Tensor, input: torch.Tensor, weight: Optional[torch.Tensor]
+) -> None:
     """:func:`check_into_memory` for fake tensors (the fake kernels of the ops that write ``target``).
 
     Under torch.compile the mutation is functionalized: the real kernel then writes a fresh copy of ``target`` that
@@ -116,8 +118,10 @@ def check_into_memory_traced(fn: str, name: str, target: torch.Tensor, input: to
     """
     for other, other_name in ((input, "input"), (weight, "weight")):
         if other is not None and _may_overlap(target, other):
-            raise ValueError(f"{fn}: {name} and {other_name} share memory; the histogram cannot be written over "
-                             f"its own {other_name} (clone one)")
+            raise ValueError(
+                f"{fn}: {name} and {other_name} share memory; the histogram cannot be written over "
+                f"its own {other_name} (clone one)"
+            )
 
 
 def check_flag(fn: str, name: str, value: Any) -> bool:
@@ -126,8 +130,9 @@ def check_flag(fn: str, name: str, value: Any) -> bool:
     return value
 
 
-def call_arguments(fn: str, input: Any, min: Any, max: Any, weight: Any, out_of_range: Any,
-                   dtype: Any = None) -> Tuple[Optional[float], Optional[float]]:
+def call_arguments(
+    fn: str, input: Any, min: Any, max: Any, weight: Any, out_of_range: Any, dtype: Any = None
+) -> Tuple[Optional[float], Optional[float]]:
     """The type checks every histogram function shares (all but ``bins``); returns (min, max) as floats or None."""
     check_tensor(fn, "input", input)
     min, max = check_bound(fn, "min", min), check_bound(fn, "max", max)
@@ -169,21 +174,55 @@ def check_call(
     # A check touches no tensor data: run it as plain C++ even under FakeTensorMode / tracing modes.
     with _disable_current_modes():
         name = torch.ops.dsmhist._check_args(
-            kind, op, input.dtype, list(input.shape), input.device, bins, min, max, weight_dtype, weight_shape,
-            weight_device, out_of_range, dtype, batched, target_dtype, target_shape, target_device, accumulate,
+            kind,
+            op,
+            input.dtype,
+            list(input.shape),
+            input.device,
+            bins,
+            min,
+            max,
+            weight_dtype,
+            weight_shape,
+            weight_device,
+            out_of_range,
+            dtype,
+            batched,
+            target_dtype,
+            target_shape,
+            target_device,
+            accumulate,
         )
     return _DTYPES_BY_NAME[name]
 
 
-def check_edges_call(op: str, input: torch.Tensor, edges: Sequence[torch.Tensor], weight: Optional[torch.Tensor], out_of_range: str,
-                     dtype: Optional[torch.dtype], nd: bool) -> torch.dtype:
+def check_edges_call(
+    op: str,
+    input: torch.Tensor,
+    edges: Sequence[torch.Tensor],
+    weight: Optional[torch.Tensor],
+    out_of_range: str,
+    dtype: Optional[torch.dtype],
+    nd: bool,
+) -> torch.dtype:
     """:func:`check_call` for the bin-edges ops (``nd``: histogramdd's rules, else histogram_edges's): the C++
     checks of ``dsmhist::_check_edges_args`` on the tensors' metadata; returns the output dtype."""
     weight_dtype, weight_shape, weight_device = _facts(weight)
     with _disable_current_modes():
         name = torch.ops.dsmhist._check_edges_args(
-            op, input.dtype, list(input.shape), input.device, [e.dtype for e in edges], [e.dim() for e in edges],
-            [size for e in edges for size in e.shape], [e.device for e in edges], weight_dtype, weight_shape,
-            weight_device, out_of_range, dtype, nd,
+            op,
+            input.dtype,
+            list(input.shape),
+            input.device,
+            [e.dtype for e in edges],
+            [e.dim() for e in edges],
+            [size for e in edges for size in e.shape],
+            [e.device for e in edges],
+            weight_dtype,
+            weight_shape,
+            weight_device,
+            out_of_range,
+            dtype,
+            nd,
         )
     return _DTYPES_BY_NAME[name]

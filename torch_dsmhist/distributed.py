@@ -27,7 +27,7 @@ group has a CPU backend (gloo, e.g. ``init_process_group("cpu:gloo,cuda:nccl")``
 never waits for the GPU; with an NCCL-only group it runs through NCCL and reads the result back (one host
 synchronisation), which CUDA-graph capture forbids: pass ``check=False`` there once the setup is known to agree.
 
-What the check cannot cover (see the README):
+What the check cannot cover (see docs/api.md, torch_dsmhist.distributed):
 
 - ``torch.distributed`` not initialised, a ``group`` that is not a process group, or a rank outside ``group``:
   there is no group to tell, so that rank raises at once.
@@ -52,23 +52,27 @@ Example, under ``torchrun --nproc-per-node=2 script.py``::
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
-import torch.distributed as dist
 
 from . import _api, _rules
 from ._collective import (
     DATA_RANGE,
-    GIVEN_RANGE,
-    INDEX,
     NO_BINNING,
     GroupType,
     PendingHistogram,
     Prepared,
     call_signature,
     collective,
-    device_types,
+)
+from ._distributed_local import (
+    HISTOGRAM_DTYPES,
+    binning_mode,
+    check_target,
+    local_range_keys,
+    require_backend,
+    write_into,
 )
 
 __all__ = ["histogram", "histogram_add_", "batched_histogram", "all_reduce_histogram", "PendingHistogram"]
@@ -131,42 +135,59 @@ def histogram(
     out = _rules.check_tensor(op, "out", out, optional=True)
     accumulate, async_op = _rules.check_flag(op, "accumulate", accumulate), _rules.check_flag(op, "async_op", async_op)
     _rules.check_flag(op, "check", check)
-    mode = _mode(input, min, max)
-    _require_backend(op, "input", input, group)
+    mode = binning_mode(input, min, max)
+    require_backend(op, "input", input, group)
     if accumulate and out is None:
         raise ValueError(f"{op}: accumulate=True needs out= (the histogram to add into)")
 
     if out is None:
-        count_dtype = _rules.check_call("histogram", "torch_dsmhist.histogram", input, bins, min, max, weight,
-                                        out_of_range, dtype)
+        count_dtype = _rules.check_call(
+            "histogram", "torch_dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype
+        )
     else:
-        _check_target(op, "out", out, input, weight)
+        check_target(op, "out", out, input, weight)
         if tuple(out.shape) != (bins,):
             raise ValueError(f"{op}: out must have shape ({bins},), got {tuple(out.shape)}")
         if dtype is not None and out.dtype != dtype:
             raise ValueError(f"{op}: out has dtype {out.dtype} but dtype={dtype} was given")
         # The single-process histogram(out=)'s own checks (dsmhist._histogram_out), accumulate's included: floating
         # input without min/max cannot add into out, since each call's data would give it other bins.
-        _rules.check_call("into", "torch_dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype,
-                          target=out, accumulate=accumulate)
+        _rules.check_call(
+            "into",
+            "torch_dsmhist.histogram",
+            input,
+            bins,
+            min,
+            max,
+            weight,
+            out_of_range,
+            dtype,
+            target=out,
+            accumulate=accumulate,
+        )
         count_dtype = out.dtype
 
     binned_step = None
     if mode == DATA_RANGE:
         # Counts take out's dtype when it is a count dtype; sums take the weight's (as the single-process op).
-        op_dtype = dtype if weight is not None or out is None or out.dtype not in (torch.int64, torch.int32) \
-            else out.dtype
-        range_dtype = _rules.check_call("histogram", "torch_dsmhist.histogram", input, bins, None, None, weight,
-                                        out_of_range, op_dtype)
+        op_dtype = (
+            dtype if weight is not None or out is None or out.dtype not in (torch.int64, torch.int32) else out.dtype
+        )
+        range_dtype = _rules.check_call(
+            "histogram", "torch_dsmhist.histogram", input, bins, None, None, weight, out_of_range, op_dtype
+        )
         if out is not None and out.dtype != range_dtype:
-            raise ValueError(f"{op}: out has dtype {out.dtype}, but the histogram of this call over the data's "
-                             f"range is {range_dtype}")
+            raise ValueError(
+                f"{op}: out has dtype {out.dtype}, but the histogram of this call over the data's "
+                f"range is {range_dtype}"
+            )
         with torch.no_grad():
-            tensor = _local_range_keys(op, input, bins, weight, out_of_range, op_dtype, batched=False)
+            tensor = local_range_keys(op, input, bins, weight, out_of_range, op_dtype, batched=False)
 
         def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
             binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
-                input, bins, range_keys, weight, out_of_range, op_dtype, False)
+                input, bins, range_keys, weight, out_of_range, op_dtype, False
+            )
             return binned
     elif out is None:
         with torch.no_grad():  # the all-reduce is not differentiable: no rank's result requires grad
@@ -174,13 +195,21 @@ def histogram(
     else:
         # Into a fresh tensor of out's dtype: out itself is written only once the sum has arrived.
         with torch.no_grad():
-            tensor = _api.histogram_add_(torch.zeros(bins, dtype=out.dtype, device=out.device), input, min, max,
-                                         weight, out_of_range)
+            tensor = _api.histogram_add_(
+                torch.zeros(bins, dtype=out.dtype, device=out.device), input, min, max, weight, out_of_range
+            )
 
-    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, accumulate, count_dtype, input.device,
-                                  ())
-    return Prepared(codes, shown, input.numel(), count_dtype == torch.int32, tensor, binned_step,
-                     None if out is None else _write_into(out, accumulate), async_op)
+    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, accumulate, count_dtype, input.device, ())
+    return Prepared(
+        codes,
+        shown,
+        input.numel(),
+        count_dtype == torch.int32,
+        tensor,
+        binned_step,
+        None if out is None else write_into(out, accumulate),
+        async_op,
+    )
 
 
 @collective
@@ -213,17 +242,26 @@ def histogram_add_(
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range)
     async_op = _rules.check_flag(op, "async_op", async_op)
     _rules.check_flag(op, "check", check)
-    _require_backend(op, "input", input, group)
-    _check_target(op, "hist", hist, input, weight)
+    require_backend(op, "input", input, group)
+    check_target(op, "hist", hist, input, weight)
     # The local op checks hist's shape, dtype and device against input and weight; into a fresh copy of hist's
     # shape, since hist itself is written only once the sum has arrived.
     with torch.no_grad():
         partial = torch.zeros(hist.shape, dtype=hist.dtype, device=hist.device)
         tensor = _api.histogram_add_(partial, input, min, max, weight, out_of_range)
-    codes, shown = call_signature(op, hist.numel(), _mode(input, min, max), min, max, out_of_range, True,
-                                  hist.dtype, input.device, ())
-    return Prepared(codes, shown, input.numel(), hist.dtype == torch.int32, tensor, None,
-                     _write_into(hist, accumulate=True), async_op)
+    codes, shown = call_signature(
+        op, hist.numel(), binning_mode(input, min, max), min, max, out_of_range, True, hist.dtype, input.device, ()
+    )
+    return Prepared(
+        codes,
+        shown,
+        input.numel(),
+        hist.dtype == torch.int32,
+        tensor,
+        None,
+        write_into(hist, accumulate=True),
+        async_op,
+    )
 
 
 @collective
@@ -251,26 +289,29 @@ def batched_histogram(
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range, dtype)
     async_op = _rules.check_flag(op, "async_op", async_op)
     _rules.check_flag(op, "check", check)
-    _require_backend(op, "input", input, group)
+    require_backend(op, "input", input, group)
     if input.dim() == 0:
         raise ValueError(f"{op}: input must have at least 1 dim ([..., N]), got a 0-d tensor")
-    mode = _mode(input, min, max)
+    mode = binning_mode(input, min, max)
     binned_step = None
     if mode == DATA_RANGE:
         with torch.no_grad():
-            tensor = _local_range_keys(op, input, bins, weight, out_of_range, dtype, batched=True)
+            tensor = local_range_keys(op, input, bins, weight, out_of_range, dtype, batched=True)
 
         def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
             binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
-                input, bins, range_keys, weight, out_of_range, dtype, True)
+                input, bins, range_keys, weight, out_of_range, dtype, True
+            )
             return binned
     else:
         with torch.no_grad():
             tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
-    count_dtype = _rules.check_call("histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight,
-                                    out_of_range, dtype, batched=True)
-    codes, shown = call_signature(op, bins, mode, min, max, out_of_range, False, count_dtype, input.device,
-                                  tuple(input.shape[:-1]))
+    count_dtype = _rules.check_call(
+        "histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range, dtype, batched=True
+    )
+    codes, shown = call_signature(
+        op, bins, mode, min, max, out_of_range, False, count_dtype, input.device, tuple(input.shape[:-1])
+    )
     return Prepared(codes, shown, input.shape[-1], count_dtype == torch.int32, tensor, binned_step, None, async_op)
 
 
@@ -290,65 +331,13 @@ def all_reduce_histogram(
     hist = _rules.check_tensor(op, "hist", hist)
     async_op = _rules.check_flag(op, "async_op", async_op)
     _rules.check_flag(op, "check", check)
-    _require_backend(op, "hist", hist, group)
-    if hist.dtype not in _HISTOGRAM_DTYPES:
+    require_backend(op, "hist", hist, group)
+    if hist.dtype not in HISTOGRAM_DTYPES:
         raise ValueError(f"{op}: hist must hold int64, int32, float32 or float64 values, got {hist.dtype}")
-    _check_target(op, "hist", hist, None, None)
-    codes, shown = call_signature(op, hist.numel(), NO_BINNING, None, None, "", False, hist.dtype, hist.device,
-                                  tuple(hist.shape))
+    check_target(op, "hist", hist, None, None)
+    codes, shown = call_signature(
+        op, hist.numel(), NO_BINNING, None, None, "", False, hist.dtype, hist.device, tuple(hist.shape)
+    )
     if hist.is_contiguous():
         return Prepared(codes, shown, 0, False, hist, None, None, async_op)
-    return Prepared(codes, shown, 0, False, hist.contiguous(), None, _write_into(hist, accumulate=False), async_op)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Rank-local argument checks (inside the guard)
-# ---------------------------------------------------------------------------------------------------------------
-
-_HISTOGRAM_DTYPES = (torch.int64, torch.int32, torch.float32, torch.float64)
-
-
-def _mode(input: torch.Tensor, min: Optional[float], max: Optional[float]) -> int:
-    if min is not None or max is not None:
-        return GIVEN_RANGE
-    return DATA_RANGE if input.is_floating_point() else INDEX
-
-
-def _require_backend(op: str, name: str, tensor: torch.Tensor, group: GroupType) -> None:
-    """A tensor the group's backends cannot all-reduce would fail on this rank alone, after the check."""
-    types = device_types(group)
-    if tensor.device.type not in types:
-        raise ValueError(f"{op}: {name} is on {tensor.device}, but the group's backend "
-                         f"({dist.get_backend(group)}) handles only {', '.join(types)} tensors")
-
-
-def _check_target(op: str, name: str, target: torch.Tensor, input: Optional[torch.Tensor],
-                  weight: Optional[torch.Tensor]) -> None:
-    """What writing the global histogram into `target` (out=, hist) at the end would refuse, checked up front.
-
-    The single-process op refuses a hist that overlaps itself, input or weight (at::assert_no_overlap); here the
-    write comes after the all-reduce, where a refusal on one rank would come too late to tell the others.
-    """
-    _rules.check_into_memory(op, name, target, input, weight)
-    if target.requires_grad and target.is_leaf and torch.is_grad_enabled():
-        raise ValueError(f"{op}: {name} is a leaf tensor that requires grad, which cannot be written in place")
-
-
-def _local_range_keys(op: str, input: torch.Tensor, bins: int, weight: Optional[torch.Tensor], out_of_range: str,
-                      dtype: Optional[torch.dtype], batched: bool) -> torch.Tensor:
-    """This rank's range keys, after every check the binning step will make once the ranges are merged.
-
-    The binning step runs after the collectives, where an error on one rank would leave the others waiting in the
-    all-reduce; so its checks (the op's own, on the tensors' dtypes, shapes and devices) run here first.
-    """
-    keys: torch.Tensor = torch.ops.dsmhist._finite_range_keys(input)
-    _rules.check_call("range_keys", "torch_dsmhist._histogram_with_range_keys", input, bins, None, None, weight,
-                      out_of_range, dtype, batched, target=keys)
-    return keys
-
-
-def _write_into(target: torch.Tensor, accumulate: bool) -> Callable[[torch.Tensor], torch.Tensor]:
-    def finish(total: torch.Tensor) -> torch.Tensor:
-        return target.add_(total) if accumulate else target.copy_(total)
-
-    return finish
+    return Prepared(codes, shown, 0, False, hist.contiguous(), None, write_into(hist, accumulate=False), async_op)

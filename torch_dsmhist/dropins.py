@@ -24,10 +24,20 @@ __all__ = ["bincount", "histc", "histogram", "histogramdd"]
 _EDGE_DTYPES = (_torch.float16, _torch.bfloat16, _torch.float32, _torch.float64)
 # How torch's dispatch macros name a dtype in "not implemented for '...'" (c10's ScalarType names).
 _TORCH_TYPE_NAMES = {
-    _torch.float16: "Half", _torch.bfloat16: "BFloat16", _torch.uint8: "Byte", _torch.int8: "Char",
-    _torch.int16: "Short", _torch.int32: "Int", _torch.int64: "Long", _torch.bool: "Bool",
-    _torch.uint16: "UInt16", _torch.uint32: "UInt32", _torch.uint64: "UInt64", _torch.complex32: "ComplexHalf",
-    _torch.complex64: "ComplexFloat", _torch.complex128: "ComplexDouble",
+    _torch.float16: "Half",
+    _torch.bfloat16: "BFloat16",
+    _torch.uint8: "Byte",
+    _torch.int8: "Char",
+    _torch.int16: "Short",
+    _torch.int32: "Int",
+    _torch.int64: "Long",
+    _torch.bool: "Bool",
+    _torch.uint16: "UInt16",
+    _torch.uint32: "UInt32",
+    _torch.uint64: "UInt64",
+    _torch.complex32: "ComplexHalf",
+    _torch.complex64: "ComplexFloat",
+    _torch.complex128: "ComplexDouble",
 }
 _builtin_range = range
 
@@ -38,7 +48,7 @@ def _type_name(dtype: _torch.dtype) -> str:
 
 
 def _not_implemented(kernel: str, dtype: _torch.dtype) -> NotImplementedError:
-    return NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(dtype)}\'')
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(dtype)}'")
 
 
 def _fmt(value: float) -> str:
@@ -54,8 +64,9 @@ def _range_arg(fn: str, value: object) -> _Optional[_List[float]]:
         raise TypeError(f"{fn}(): argument 'range' must be tuple of floats, not {type(value).__name__}")
     for item in value:
         if isinstance(item, _torch.Tensor) or not isinstance(item, _numbers.Real):
-            raise TypeError(f"{fn}(): argument 'range' must be tuple of floats, but found element of type "
-                            f"{type(item).__name__}")
+            raise TypeError(
+                f"{fn}(): argument 'range' must be tuple of floats, but found element of type {type(item).__name__}"
+            )
     return [float(v) for v in value]
 
 
@@ -63,29 +74,34 @@ def _int_bins(value: object) -> bool:
     """Whether torch's parser reads ``value`` as an ``int``: a Python or numpy integer (not a bool) or a 0-d integer
     tensor."""
     if isinstance(value, _torch.Tensor):
-        return value.dim() == 0 and not (value.dtype.is_floating_point or value.dtype.is_complex
-                                         or value.dtype == _torch.bool)
+        return value.dim() == 0 and not (
+            value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == _torch.bool
+        )
     return isinstance(value, _numbers.Integral) and not isinstance(value, bool)
 
 
 def _bin_count(fn: str, value: object) -> int:
     if not _int_bins(value):
-        raise TypeError(f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not {type(value).__name__}"
+        )
     count: int = int(value)  # type: ignore[call-overload]  # an integer or a 0-d integer tensor
     return count
 
 
-def _outer_edges(points: _torch.Tensor, dims: int,
-                 range: _Optional[_List[float]]) -> _Tuple[_List[float], _List[float]]:
+def _outer_edges(
+    points: _torch.Tensor, dims: int, range: _Optional[_List[float]]
+) -> _Tuple[_List[float], _List[float]]:
     """torch's outer edges per dim as two lists of Python floats: ``range``, else the data's min and max (computed on
     the input's device and read back: the one host sync of these drop-ins, forced by torch's semantics, which raise
     for a non-finite range), else [0, 1]; a zero-width range widened by 0.5 each way, in float64 as torch does.
     A range is checked before the input's dtype, as torch does."""
     if range is not None:
         if len(range) != 2 * dims:
-            raise RuntimeError(f"torch.histogramdd: for a {dims}-dimensional histogram range should have {2 * dims} "
-                               f"elements, but got {len(range)}")
+            raise RuntimeError(
+                f"torch.histogramdd: for a {dims}-dimensional histogram range should have {2 * dims} "
+                f"elements, but got {len(range)}"
+            )
         lo, hi = range[0::2], range[1::2]
     elif points.dtype not in (_torch.float32, _torch.float64):
         raise _not_implemented("histogramdd", points.dtype)
@@ -97,15 +113,17 @@ def _outer_edges(points: _torch.Tensor, dims: int,
         if not (_math.isfinite(lo[d]) and _math.isfinite(hi[d])):
             raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{_fmt(lo[d])}, {_fmt(hi[d])}] is not finite")
         if not lo[d] <= hi[d]:
-            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {_fmt(lo[d])} "
-                               f"max {_fmt(hi[d])} for dimension {d}")
+            raise RuntimeError(
+                f"torch.histogramdd: min should not exceed max, but got min {_fmt(lo[d])} "
+                f"max {_fmt(hi[d])} for dimension {d}"
+            )
     same = [a == b for a, b in zip(lo, hi)]
     return [a - 0.5 if s else a for a, s in zip(lo, same)], [b + 0.5 if s else b for b, s in zip(hi, same)]
 
 
-def _edges_for_counts(points: _torch.Tensor, counts: _List[int],
-                      range: _Optional[_List[float]]
-                      ) -> _Tuple[_List[_torch.Tensor], _List[_Optional[_torch.Tensor]]]:
+def _edges_for_counts(
+    points: _torch.Tensor, counts: _List[int], range: _Optional[_List[float]]
+) -> _Tuple[_List[_torch.Tensor], _List[_Optional[_torch.Tensor]]]:
     """torch's edges for int bins on the input's device, and per dim the scaled float64 edges to bin with where
     torch's edges overflow the dtype (else None: see below)."""
     for d, count in enumerate(counts):
@@ -123,8 +141,12 @@ def _edges_for_counts(points: _torch.Tensor, counts: _List[int],
     overflow = [not bool(_torch.isfinite(e).all()) for e in host_edges]
     # The copy to the device does not wait for it (a pageable source is staged before the call returns).
     to_device = [e.to(points.device, non_blocking=True) for e in host_edges]
-    scaled = [_torch.linspace(lo[d] * _OVERFLOW_SCALE, hi[d] * _OVERFLOW_SCALE, count + 1, dtype=_torch.float64)
-              if overflow[d] else None for d, count in enumerate(counts)]
+    scaled = [
+        _torch.linspace(lo[d] * _OVERFLOW_SCALE, hi[d] * _OVERFLOW_SCALE, count + 1, dtype=_torch.float64)
+        if overflow[d]
+        else None
+        for d, count in enumerate(counts)
+    ]
     return to_device, scaled
 
 
@@ -133,21 +155,32 @@ _OVERFLOW_SCALE = 2.0**-64
 
 def _check_edge_tensor(points: _torch.Tensor, edges: _torch.Tensor, d: int) -> None:
     if edges.dtype != points.dtype:
-        raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
-                           f"input with dtype {points.dtype} and bins for dimension {d} with dtype {edges.dtype}")
+        raise RuntimeError(
+            f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
+            f"input with dtype {points.dtype} and bins for dimension {d} with dtype {edges.dtype}"
+        )
     if edges.dim() != 1:
-        raise RuntimeError(f"torch.histogramdd: bins tensor should have one dimension, but got {edges.dim()} "
-                           f"dimensions in the bins tensor for dimension {d}")
+        raise RuntimeError(
+            f"torch.histogramdd: bins tensor should have one dimension, but got {edges.dim()} "
+            f"dimensions in the bins tensor for dimension {d}"
+        )
     if edges.numel() == 0:
-        raise RuntimeError(f"torch.histogramdd: bins tensor should have at least 1 element, but got 0 elements in "
-                           f"the bins tensor for dimension {d}")
+        raise RuntimeError(
+            f"torch.histogramdd: bins tensor should have at least 1 element, but got 0 elements in "
+            f"the bins tensor for dimension {d}"
+        )
     if edges.numel() == 1:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got 0 for dimension {d}")
 
 
-def _histogramdd(points: _torch.Tensor, bins: _List[_Union[int, _torch.Tensor]], range: _Optional[_List[float]],
-                 weight: _Optional[_torch.Tensor], density: bool,
-                 weight_ok: bool) -> _Tuple[_torch.Tensor, _List[_torch.Tensor]]:
+def _histogramdd(
+    points: _torch.Tensor,
+    bins: _List[_Union[int, _torch.Tensor]],
+    range: _Optional[_List[float]],
+    weight: _Optional[_torch.Tensor],
+    density: bool,
+    weight_ok: bool,
+) -> _Tuple[_torch.Tensor, _List[_torch.Tensor]]:
     """The shared body: ``points`` [M, D], ``bins`` one int or tensor per dim; ``weight_ok``: whether ``weight``'s
     shape passed the caller's rule (checked after the dtypes, in torch's order)."""
     if all(isinstance(b, int) for b in bins):
@@ -162,20 +195,25 @@ def _histogramdd(points: _torch.Tensor, bins: _List[_Union[int, _torch.Tensor]],
         scaled = [None] * len(edges)
     if weight is not None:
         if weight.dtype != points.dtype:
-            raise RuntimeError(f"torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
-                               f"should have the same dtype, but got input({points.dtype}), and "
-                               f"weight({weight.dtype})")
+            raise RuntimeError(
+                f"torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
+                f"should have the same dtype, but got input({points.dtype}), and "
+                f"weight({weight.dtype})"
+            )
         if not weight_ok:
-            raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same shape as the "
-                               "input tensor excluding its innermost dimension")
+            raise RuntimeError(
+                "torch.histogramdd: if weight tensor is provided it should have the same shape as the "
+                "input tensor excluding its innermost dimension"
+            )
         weight = weight.reshape(-1)
     binning = edges
     if any(s is not None for s in scaled):
         scale = _torch.tensor([1.0 if s is None else _OVERFLOW_SCALE for s in scaled], dtype=_torch.float64)
         points = points.to(_torch.float64) * scale.to(points.device, non_blocking=True)
         weight = None if weight is None else weight.to(_torch.float64)
-        binning = [e.to(_torch.float64) if s is None else s.to(points.device, non_blocking=True)
-                   for e, s in zip(edges, scaled)]
+        binning = [
+            e.to(_torch.float64) if s is None else s.to(points.device, non_blocking=True) for e, s in zip(edges, scaled)
+        ]
     hist = _torch.ops.dsmhist.histogramdd(points, binning, weight, "ignore", None).to(edges[0].dtype)
     if density:
         hist = hist / hist.sum()
@@ -195,9 +233,14 @@ def _check_common(fn: str, input: object, weight: object, density: object) -> No
         raise TypeError(f"{fn}(): argument 'density' must be bool, not {type(density).__name__}")
 
 
-def histogram(input: _torch.Tensor, bins: _Union[int, _torch.Tensor], *,
-              range: _Optional[_Sequence[float]] = None, weight: _Optional[_torch.Tensor] = None,
-              density: bool = False) -> "_torch.return_types.histogram":
+def histogram(
+    input: _torch.Tensor,
+    bins: _Union[int, _torch.Tensor],
+    *,
+    range: _Optional[_Sequence[float]] = None,
+    weight: _Optional[_torch.Tensor] = None,
+    density: bool = False,
+) -> "_torch.return_types.histogram":
     """Drop-in for :func:`torch.histogram`: ``(hist, bin_edges)`` as ``torch.return_types.histogram``, with torch's
     values, dtypes and exception classes, on the CPU and on CUDA (where torch has no implementation).
 
@@ -230,9 +273,14 @@ def histogram(input: _torch.Tensor, bins: _Union[int, _torch.Tensor], *,
     return _torch.return_types.histogram((hist, edges[0]))
 
 
-def histogramdd(input: _torch.Tensor, bins: _Union[int, _Sequence[int], _Sequence[_torch.Tensor]], *,
-                range: _Optional[_Sequence[float]] = None, weight: _Optional[_torch.Tensor] = None,
-                density: bool = False) -> "_torch.return_types.histogramdd":
+def histogramdd(
+    input: _torch.Tensor,
+    bins: _Union[int, _Sequence[int], _Sequence[_torch.Tensor]],
+    *,
+    range: _Optional[_Sequence[float]] = None,
+    weight: _Optional[_torch.Tensor] = None,
+    density: bool = False,
+) -> "_torch.return_types.histogramdd":
     """Drop-in for :func:`torch.histogramdd`: ``(hist, bin_edges)`` as ``torch.return_types.histogramdd``, with
     torch's values, dtypes and exception classes, on the CPU and on CUDA. ``input`` [..., D] is D-dimensional
     points; ``bins`` an int (every dim), D ints, or D edge tensors (a ``range`` is then ignored, as torch does).
@@ -246,8 +294,7 @@ def histogramdd(input: _torch.Tensor, bins: _Union[int, _Sequence[int], _Sequenc
     _check_common(fn, input, weight, density)
     range_list = _range_arg(fn, range)
     if input.dim() < 2:
-        raise RuntimeError(f"torch.histogramdd: input tensor should have at least 2 dimensions, but got "
-                           f"{input.dim()}")
+        raise RuntimeError(f"torch.histogramdd: input tensor should have at least 2 dimensions, but got {input.dim()}")
     dims = input.shape[-1]
     bins_list: _List[_Union[int, _torch.Tensor]]
     if _int_bins(bins):
@@ -259,14 +306,18 @@ def histogramdd(input: _torch.Tensor, bins: _Union[int, _Sequence[int], _Sequenc
             bins_list = list(bins)
             range_list = None  # torch ignores a range given with edge tensors, whatever it holds
         else:
-            raise TypeError(f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not a "
-                            "sequence mixing them")
+            raise TypeError(
+                f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not a sequence mixing them"
+            )
         if len(bins_list) != dims:
-            raise RuntimeError(f"torch.histogramdd: expected {dims} sequences of bin edges for a {dims}-dimensional "
-                               f"histogram but got {len(bins_list)}")
+            raise RuntimeError(
+                f"torch.histogramdd: expected {dims} sequences of bin edges for a {dims}-dimensional "
+                f"histogram but got {len(bins_list)}"
+            )
     else:
-        raise TypeError(f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not "
-                        f"{type(bins).__name__}")
+        raise TypeError(
+            f"{fn}(): argument 'bins' must be int, tuple of ints or tuple of Tensors, not {type(bins).__name__}"
+        )
     weight_ok = weight is None or list(weight.shape or [1]) == list(input.shape[:-1])
     if dims == 0:
         return _zero_dims(input, range_list, weight, density, weight_ok)
@@ -275,17 +326,25 @@ def histogramdd(input: _torch.Tensor, bins: _Union[int, _Sequence[int], _Sequenc
     return _torch.return_types.histogramdd((hist, tuple(edges)))
 
 
-def _zero_dims(input: _torch.Tensor, range: _Optional[_List[float]], weight: _Optional[_torch.Tensor],
-               density: bool, weight_ok: bool) -> "_torch.return_types.histogramdd":
+def _zero_dims(
+    input: _torch.Tensor,
+    range: _Optional[_List[float]],
+    weight: _Optional[_torch.Tensor],
+    density: bool,
+    weight_ok: bool,
+) -> "_torch.return_types.histogramdd":
     """torch's histogram of points with no coordinates: a 0-d zero (NaN with ``density``) and no edges, after the
     checks that still apply (the range's length, the dtype, the weight)."""
     if range is not None and len(range) != 0:
-        raise RuntimeError(f"torch.histogramdd: for a 0-dimensional histogram range should have 0 elements, but got "
-                           f"{len(range)}")
+        raise RuntimeError(
+            f"torch.histogramdd: for a 0-dimensional histogram range should have 0 elements, but got {len(range)}"
+        )
     if input.dtype not in _EDGE_DTYPES:
         raise _not_implemented("histogram_cpu", input.dtype)
     if weight is not None and (weight.dtype != input.dtype or not weight_ok):
-        raise RuntimeError("torch.histogramdd: if weight tensor is provided, it should have the input's dtype and "
-                           "the same shape as the input tensor excluding its innermost dimension")
+        raise RuntimeError(
+            "torch.histogramdd: if weight tensor is provided, it should have the input's dtype and "
+            "the same shape as the input tensor excluding its innermost dimension"
+        )
     hist = _torch.zeros((), dtype=input.dtype, device=input.device)
     return _torch.return_types.histogramdd((hist / hist if density else hist, ()))

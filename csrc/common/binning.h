@@ -98,7 +98,8 @@ DSMHIST_HD Acc load_weight(const void* weight, WeightType type, int64_t offset) 
     case WeightType::kFloat16:
       return static_cast<Acc>(half_to_float(static_cast<const uint16_t*>(weight)[offset]));
     case WeightType::kBFloat16:
-      return static_cast<Acc>(float_from_bits(static_cast<uint32_t>(static_cast<const uint16_t*>(weight)[offset]) << 16));
+      return static_cast<Acc>(
+          float_from_bits(static_cast<uint32_t>(static_cast<const uint16_t*>(weight)[offset]) << 16));
     case WeightType::kFloat32:
       return static_cast<Acc>(static_cast<const float*>(weight)[offset]);
     case WeightType::kFloat64:
@@ -194,7 +195,9 @@ struct Binner {
   C reciprocal;
 
   DSMHIST_HD explicit Binner(const HistogramParams& p)
-      : mode(p.mode), clamp(p.clamp), bins(p.bins),
+      : mode(p.mode),
+        clamp(p.clamp),
+        bins(p.bins),
         narrow_bins(static_cast<uint32_t>(p.bins < (int64_t(1) << 31) ? p.bins : (int64_t(1) << 31))) {
     double range_lo = p.lo, range_hi = p.hi;
     if (p.device_range != nullptr) decode_data_range(p.device_range, &range_lo, &range_hi);
@@ -204,8 +207,8 @@ struct Binner {
     if (hi == lo) {
       // min < max that round to one value in C (a constant data range [v - 1, v + 1] with |v| >= 2^25 in float32,
       // say): every value inside equals that value, and it lands in the middle bin, bins / 2 (this op's rule, as
-      // the README states it; torch.histc never bins in a collapsed range: its CPU histc widens a constant to the
-      // neighbouring floats, its CUDA histc raises). scaled = (x * 0 + 0.5) * bins / 1, with no branch per element.
+      // docs/semantics.md states it; torch.histc never bins in a collapsed range: its CPU histc widens a constant to
+      // the neighbouring floats, its CUDA histc raises). scaled = (x * 0 + 0.5) * bins / 1, with no branch per element.
       scale = C(0);
       scaled_lo = C(-0.5);
       scaled_span = C(1);

@@ -23,7 +23,7 @@ inline BinMode mode_without_range(InputType type) { return is_floating(type) ? B
 // scaled by that exponent (kFixed). See DeterministicScratch.
 enum class AccKind : int32_t { kCount, kFloat, kDouble, kExponent, kFixed };
 
-// Inputs whose dims do not collapse to this many are copied to contiguous memory first (documented in the README).
+// Inputs whose dims do not collapse to this many are copied to contiguous memory first (docs/semantics.md states it).
 constexpr int kMaxDims = 8;
 
 // The row dims of an input (its dims but the last, after size-1 dims are dropped and mergeable ones merged):
@@ -53,10 +53,10 @@ struct StridedLayout {
 // the largest exponent of each bin's finite weights, the second adds every weight as an exact 64-bit integer in units
 // of 2^(exponent + count_bits - 62), so the sum cannot overflow and integer addition makes the order irrelevant.
 struct DeterministicScratch {
-  unsigned int* exponents = nullptr;      // 0: no nonzero finite weight; else max(biased IEEE exponent, 1)
-  unsigned int* specials = nullptr;       // bit flags of the non-finite weights seen: kSeenNaN | kSeenPosInf | ...
-  unsigned long long* sums = nullptr;     // two's-complement fixed-point sums
-  int32_t count_bits = 0;                 // 2^count_bits >= the most elements one bin can receive
+  unsigned int* exponents = nullptr;   // 0: no nonzero finite weight; else max(biased IEEE exponent, 1)
+  unsigned int* specials = nullptr;    // bit flags of the non-finite weights seen: kSeenNaN | kSeenPosInf | ...
+  unsigned long long* sums = nullptr;  // two's-complement fixed-point sums
+  int32_t count_bits = 0;              // 2^count_bits >= the most elements one bin can receive
 };
 constexpr unsigned int kSeenNaN = 1u, kSeenPosInf = 2u, kSeenNegInf = 4u;
 
@@ -90,7 +90,7 @@ struct HistogramParams : InputDescription {
   OutputType output_type = OutputType::kInt64;
   int64_t bins = 0;
   BinMode mode = BinMode::kIndex;
-  bool clamp = false;  // out_of_range == "clamp": values outside the bins count in the first / last bin
+  bool clamp = false;         // out_of_range == "clamp": values outside the bins count in the first / last bin
   double lo = 0.0, hi = 0.0;  // the range for kRange, unless device_range is set
   // When set, the range is the data's finite min and max, written here on the device by the range pass (or merged
   // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_data_range.

@@ -22,15 +22,15 @@ struct BFloat16 {
 // The compute type is the precision binning arithmetic runs in: float for 8/16-bit ints and 16/32-bit floats
 // (torch.histc on CUDA computes float inputs in float), double for float64 and for int32 / int64 (so large integers
 // bin exactly). The torch column is only expanded by files that include torch (csrc/histogram_args.cpp).
-#define DSMHIST_FOR_EACH_INPUT_TYPE(X)                  \
-  X(kUInt8, uint8_t, "uint8", float, Byte)              \
-  X(kInt8, int8_t, "int8", float, Char)                 \
-  X(kInt16, int16_t, "int16", float, Short)             \
-  X(kInt32, int32_t, "int32", double, Int)              \
-  X(kInt64, int64_t, "int64", double, Long)             \
-  X(kFloat16, Float16, "float16", float, Half)          \
-  X(kBFloat16, BFloat16, "bfloat16", float, BFloat16)   \
-  X(kFloat32, float, "float32", float, Float)           \
+#define DSMHIST_FOR_EACH_INPUT_TYPE(X)                \
+  X(kUInt8, uint8_t, "uint8", float, Byte)            \
+  X(kInt8, int8_t, "int8", float, Char)               \
+  X(kInt16, int16_t, "int16", float, Short)           \
+  X(kInt32, int32_t, "int32", double, Int)            \
+  X(kInt64, int64_t, "int64", double, Long)           \
+  X(kFloat16, Float16, "float16", float, Half)        \
+  X(kBFloat16, BFloat16, "bfloat16", float, BFloat16) \
+  X(kFloat32, float, "float32", float, Float)         \
   X(kFloat64, double, "float64", double, Double)
 
 enum class InputType : int32_t {

@@ -33,12 +33,12 @@ struct EdgeBinParams {
   int64_t points = 0;
   int64_t point_stride = 0, dim_stride = 0;  // in elements
   int32_t dims = 0;
-  bool clamp = false;             // out_of_range == "clamp": a coordinate outside goes to the first / last bin
-  const void* edges = nullptr;    // every dim's edges, concatenated, as edge_t of the input type (contiguous)
-  bool double_edges = false;      // edges are double (else float): must agree with edge_t
+  bool clamp = false;           // out_of_range == "clamp": a coordinate outside goes to the first / last bin
+  const void* edges = nullptr;  // every dim's edges, concatenated, as edge_t of the input type (contiguous)
+  bool double_edges = false;    // edges are double (else float): must agree with edge_t
   int64_t edge_offset[kMaxEdgeDims + 1] = {};  // dim d's edges are edges[edge_offset[d], edge_offset[d + 1])
   int64_t flat_stride[kMaxEdgeDims] = {};      // row-major strides of the output: flat = sum(bin_d * flat_stride[d])
-  int32_t* out = nullptr;         // one flat bin per point, kDroppedPoint where dropped
+  int32_t* out = nullptr;                      // one flat bin per point, kDroppedPoint where dropped
 };
 
 // The first index in [lo, hi) whose edge is greater than x (hi when none is), by a binary search whose steps are

@@ -30,12 +30,12 @@ namespace dsmhist {
 //   global         atomics straight into the output (run merging; a per-block cache of hot bins for counts).
 //   cluster_dsmem  the CUDA guide's design: the bins split across a cluster, every thread adding into the owning
 //                  block's bins through DSMEM; slower than "cluster", so only ever forced.
-#define DSMHIST_FOR_EACH_TIER(X)                                        \
-  X(kShared, "shared", block_private_tier, true, false)                 \
-  X(kExchange, "exchange", exchange_tier, true, true)                   \
-  X(kPartition, "partition", partition_tier, true, false)               \
-  X(kCluster, "cluster", owned_range_cluster_tier, true, true)          \
-  X(kGlobal, "global", global_atomic_tier, true, false)                 \
+#define DSMHIST_FOR_EACH_TIER(X)                               \
+  X(kShared, "shared", block_private_tier, true, false)        \
+  X(kExchange, "exchange", exchange_tier, true, true)          \
+  X(kPartition, "partition", partition_tier, true, false)      \
+  X(kCluster, "cluster", owned_range_cluster_tier, true, true) \
+  X(kGlobal, "global", global_atomic_tier, true, false)        \
   X(kClusterDsmem, "cluster_dsmem", dsmem_cluster_tier, false, true)
 
 // kAuto lets the planner choose; the others are the table's rows, numbered from 1 in its order.

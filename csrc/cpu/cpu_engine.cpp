@@ -15,12 +15,12 @@ HistogramParams row_params(const HistogramParams& p, int64_t row) {
   HistogramParams r = p;
   int64_t row_input = 0, row_weight = 0;
   if (p.layout.ndim > 0) p.layout.offsets(row, &row_input, &row_weight);
-  visit_input_type(p.input_type, [&](auto tag) {
-    r.input = static_cast<const typename decltype(tag)::type*>(p.input) + row_input;
-  });
+  visit_input_type(p.input_type,
+                   [&](auto tag) { r.input = static_cast<const typename decltype(tag)::type*>(p.input) + row_input; });
   if (p.weight != nullptr) {
-    const int64_t weight_bytes =
-        p.weight_type == WeightType::kFloat64 ? 8 : p.weight_type == WeightType::kFloat32 ? 4 : 2;
+    const int64_t weight_bytes = p.weight_type == WeightType::kFloat64   ? 8
+                                 : p.weight_type == WeightType::kFloat32 ? 4
+                                                                         : 2;
     r.weight = static_cast<const char*>(p.weight) + row_weight * weight_bytes;
   }
   r.rows = 1;

@@ -18,7 +18,7 @@ namespace cpu {
 
 // Below this many elements a task is not worth a thread (or a private histogram) of its own.
 constexpr int64_t kMinElementsPerTask = int64_t(1) << 16;
-// The per-thread part of the scratch bound (README, "Limits and memory").
+// The per-thread part of the scratch bound (docs/semantics.md, "Memory").
 constexpr int64_t kScratchPerThread = int64_t(4) << 20;
 // Weighted sums split the input into at most this many fixed slots, whose partial sums are added in slot order.
 constexpr int64_t kMaxWeightSlots = 64;
@@ -39,7 +39,7 @@ inline int64_t output_total_bytes(const HistogramParams& p) {
   return p.output_rows() * p.bins * output_bytes(p.output_type);
 }
 
-// The most scratch one call may hold at once (README, "Limits and memory").
+// The most scratch one call may hold at once (docs/semantics.md, "Memory").
 inline int64_t scratch_budget(const HistogramParams& p) {
   return std::max<int64_t>(kScratchPerThread * at::get_num_threads(), output_total_bytes(p) / 10);
 }
@@ -78,19 +78,21 @@ void for_each_run(const InputDescription& p, int64_t begin, int64_t end, Run&& r
 // order.
 template <typename T, typename Visit>
 void for_each_element(const InputDescription& p, int64_t begin, int64_t end, Visit&& visit) {
-  for_each_run<T>(p, begin, end, [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride,
-                                     int64_t count, int64_t row) {
-    if (stride == 1 && weight_stride == 1) {  // a separate loop the compiler can keep tight: no stride multiplies
-      for (int64_t i = 0; i < count; ++i) visit(x[i], weight_offset + i, row);
-    } else {
-      for (int64_t i = 0; i < count; ++i) visit(x[i * stride], weight_offset + i * weight_stride, row);
-    }
-  });
+  for_each_run<T>(
+      p, begin, end,
+      [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride, int64_t count, int64_t row) {
+        if (stride == 1 && weight_stride == 1) {  // a separate loop the compiler can keep tight: no stride multiplies
+          for (int64_t i = 0; i < count; ++i) visit(x[i], weight_offset + i, row);
+        } else {
+          for (int64_t i = 0; i < count; ++i) visit(x[i * stride], weight_offset + i * weight_stride, row);
+        }
+      });
 }
 
 inline void zero_bins(void* data, int64_t count, int64_t element_bytes) {
   at::parallel_for(0, count, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
-    std::memset(static_cast<char*>(data) + begin * element_bytes, 0, static_cast<size_t>((end - begin) * element_bytes));
+    std::memset(static_cast<char*>(data) + begin * element_bytes, 0,
+                static_cast<size_t>((end - begin) * element_bytes));
   });
 }
 

@@ -57,7 +57,8 @@ template <typename T>
 struct TableBinner {
   std::vector<int64_t> bin_of;
   explicit TableBinner(const Binner<T>& binner) : bin_of(static_cast<size_t>(RawPattern<T>::kCount)) {
-    for (int64_t r = 0; r < RawPattern<T>::kCount; ++r) bin_of[r] = binner(RawPattern<T>::value(static_cast<uint32_t>(r)));
+    for (int64_t r = 0; r < RawPattern<T>::kCount; ++r)
+      bin_of[r] = binner(RawPattern<T>::value(static_cast<uint32_t>(r)));
   }
   int64_t operator()(T value) const { return bin_of[RawPattern<T>::of(value)]; }
 };
@@ -88,45 +89,46 @@ void scan(const HistogramParams& p, const BinOf& bin_of, int64_t begin, int64_t 
   // (so it can vectorise), and the adding loop is one load and one add per element.
   constexpr int64_t kBlock = 256;
   uint64_t slot[kBlock];
-  for_each_run<T>(p, begin, end, [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride,
-                                     int64_t count, int64_t) {
-    const auto binner = local_copy(bin_of);  // local copies: stores into hist cannot alias them
-    Acc* const h = hist;
-    const int64_t first = b0;
-    const uint64_t width = static_cast<uint64_t>(b1 - b0);
-    if constexpr (W == WeightType::kNone) {
-      if (stride == 1) {
-        for (int64_t j = 0; j < count; ++j) {
-          const uint64_t k = static_cast<uint64_t>(binner(x[j]) - first);
-          if (k < width) h[k] += 1;
-        }
-        return;
-      }
-    }
-    for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
-      const int64_t m = std::min(kBlock, count - j0);
-      const T* xs = x + j0 * stride;
-      if (stride == 1) {
-        for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j]) - first);
-      } else {
-        for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j * stride]) - first);
-      }
-      const int64_t w0 = weight_offset + j0 * weight_stride;
-      for (int64_t j = 0; j < m; ++j) {
-        const uint64_t k = slot[j];
-        if (k >= width) continue;  // dropped (-1 wraps above every width) or another thread's bins
+  for_each_run<T>(
+      p, begin, end,
+      [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride, int64_t count, int64_t) {
+        const auto binner = local_copy(bin_of);  // local copies: stores into hist cannot alias them
+        Acc* const h = hist;
+        const int64_t first = b0;
+        const uint64_t width = static_cast<uint64_t>(b1 - b0);
         if constexpr (W == WeightType::kNone) {
-          h[k] += 1;
-        } else if constexpr (W == WeightType::kFloat32) {
-          h[k] += static_cast<const float*>(p.weight)[w0 + j * weight_stride];
-        } else if constexpr (W == WeightType::kFloat64) {
-          h[k] += static_cast<const double*>(p.weight)[w0 + j * weight_stride];
-        } else {
-          h[k] += load_weight<double>(p.weight, p.weight_type, w0 + j * weight_stride);
+          if (stride == 1) {
+            for (int64_t j = 0; j < count; ++j) {
+              const uint64_t k = static_cast<uint64_t>(binner(x[j]) - first);
+              if (k < width) h[k] += 1;
+            }
+            return;
+          }
         }
-      }
-    }
-  });
+        for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+          const int64_t m = std::min(kBlock, count - j0);
+          const T* xs = x + j0 * stride;
+          if (stride == 1) {
+            for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j]) - first);
+          } else {
+            for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j * stride]) - first);
+          }
+          const int64_t w0 = weight_offset + j0 * weight_stride;
+          for (int64_t j = 0; j < m; ++j) {
+            const uint64_t k = slot[j];
+            if (k >= width) continue;  // dropped (-1 wraps above every width) or another thread's bins
+            if constexpr (W == WeightType::kNone) {
+              h[k] += 1;
+            } else if constexpr (W == WeightType::kFloat32) {
+              h[k] += static_cast<const float*>(p.weight)[w0 + j * weight_stride];
+            } else if constexpr (W == WeightType::kFloat64) {
+              h[k] += static_cast<const double*>(p.weight)[w0 + j * weight_stride];
+            } else {
+              h[k] += load_weight<double>(p.weight, p.weight_type, w0 + j * weight_stride);
+            }
+          }
+        }
+      });
 }
 
 }  // namespace cpu

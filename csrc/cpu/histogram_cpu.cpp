@@ -31,9 +31,7 @@ struct CpuBackend {
     }
     cpu::histogram(p, args.data_range);
   }
-  static void finite_range(const HistogramArgs&, const RangeParams& p, const at::Tensor&) {
-    cpu::finite_range_keys(p);
-  }
+  static void finite_range(const HistogramArgs&, const RangeParams& p, const at::Tensor&) { cpu::finite_range_keys(p); }
   static void bin_indices(const HistogramArgs& args, HistogramParams& p, const at::Tensor&) {
     cpu::bin_indices(p, args.data_range);
   }

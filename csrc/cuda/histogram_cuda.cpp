@@ -40,8 +40,8 @@ HistogramPlan plan_or_throw(const char* op, const PlanRequest& request) {
   cudaError_t cuda_error = cudaSuccess;
   const PlanStatus status = make_plan(request, &plan, &cuda_error);
   if (status == PlanStatus::kCudaError) C10_CUDA_CHECK(cuda_error);
-  TORCH_CHECK_VALUE(status == PlanStatus::kOk, op, ": ", plan_status_message(status),
-                    " (bins=", request.bins, ", forced tier \"", tier_name(request.forced_tier), "\"",
+  TORCH_CHECK_VALUE(status == PlanStatus::kOk, op, ": ", plan_status_message(status), " (bins=", request.bins,
+                    ", forced tier \"", tier_name(request.forced_tier), "\"",
                     request.forced_cluster_size ? ", cluster_size=" + std::to_string(request.forced_cluster_size) : "",
                     ")");
   return plan;
@@ -49,8 +49,8 @@ HistogramPlan plan_or_throw(const char* op, const PlanRequest& request) {
 
 // Where a call's range comes from the data and no keys were given, finds them on the device (the range pass) into
 // `keys`, which the caller keeps alive until the launch is enqueued.
-void find_range_keys(const HistogramArgs& args, HistogramParams& p, const at::Tensor& input,
-                     const PlanRequest& request, cudaStream_t stream, at::Tensor* keys) {
+void find_range_keys(const HistogramArgs& args, HistogramParams& p, const at::Tensor& input, const PlanRequest& request,
+                     cudaStream_t stream, at::Tensor* keys) {
   if (!args.data_range || p.device_range != nullptr) return;
   *keys = at::empty({2}, input.options().dtype(at::kLong));
   unsigned long long* slots = static_cast<unsigned long long*>(keys->mutable_data_ptr());
@@ -61,11 +61,16 @@ void find_range_keys(const HistogramArgs& args, HistogramParams& p, const at::Te
 // The launch log's line for one launch (launch_log.h).
 const char* acc_name(AccKind acc) {
   switch (acc) {
-    case AccKind::kCount: return "counts";
-    case AccKind::kFloat: return "float32 sums";
-    case AccKind::kDouble: return "float64 sums";
-    case AccKind::kExponent: return "deterministic sums (exponent pass)";
-    default: return "deterministic sums";
+    case AccKind::kCount:
+      return "counts";
+    case AccKind::kFloat:
+      return "float32 sums";
+    case AccKind::kDouble:
+      return "float64 sums";
+    case AccKind::kExponent:
+      return "deterministic sums (exponent pass)";
+    default:
+      return "deterministic sums";
   }
 }
 
@@ -149,8 +154,8 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   const int64_t device_count = c10::cuda::device_count();
   TORCH_CHECK(device_count > 0, "torch_dsmhist.plan: no CUDA device is available");
   const int64_t device = device_index < 0 ? c10::cuda::current_device() : device_index;
-  TORCH_CHECK_VALUE(device < device_count, "torch_dsmhist.plan: device cuda:", device, " does not exist (", device_count,
-                    " CUDA devices)");
+  TORCH_CHECK_VALUE(device < device_count, "torch_dsmhist.plan: device cuda:", device, " does not exist (",
+                    device_count, " CUDA devices)");
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   HistogramParams call;  // the given call's shape only (rows 0: none given): the shape functions read no pointer
   call.input_type = input_type_of(input_dtype, "dtype", "torch_dsmhist.plan");
@@ -166,8 +171,15 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   const HistogramPlan plan = plan_or_throw("torch_dsmhist.plan", request);
   LaunchReport launch;
   if (rows > 0) C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
-  return {static_cast<int64_t>(plan.tier), plan.cluster_size, plan.shared_bytes, plan.threads, plan.bins_per_block,
-          launch.threads, launch.cluster_size, launch.grid, launch.shared_bytes};
+  return {static_cast<int64_t>(plan.tier),
+          plan.cluster_size,
+          plan.shared_bytes,
+          plan.threads,
+          plan.bins_per_block,
+          launch.threads,
+          launch.cluster_size,
+          launch.grid,
+          launch.shared_bytes};
 }
 
 TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) { register_op_bodies<CudaBackend>(m); }

@@ -39,8 +39,8 @@ __device__ __forceinline__ ClusterSlice<Acc> owned_slice(const cooperative_group
   slice.replicas = static_cast<uint32_t>(p.cluster_replicas);
   slice.replica = cluster.block_rank() % slice.replicas;
   slice.first = int64_t(cluster.block_rank() / slice.replicas) * slice.per_block;
-  slice.owned = slice.first >= p.bins ? 0 : (p.bins - slice.first < slice.per_block ? p.bins - slice.first
-                                                                                     : slice.per_block);
+  slice.owned =
+      slice.first >= p.bins ? 0 : (p.bins - slice.first < slice.per_block ? p.bins - slice.first : slice.per_block);
   return slice;
 }
 
@@ -91,8 +91,7 @@ inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, i
 // `item_bins`: the bins one item is worth zeroing and flushing for. The caller sets shape->kernel_variant first: the
 // kernel whose residency sizes the grid.
 inline cudaError_t shape_cluster(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan,
-                                 AccKind acc, bool may_store, int64_t readers, int64_t item_bins,
-                                 LaunchShape* shape) {
+                                 AccKind acc, bool may_store, int64_t readers, int64_t item_bins, LaunchShape* shape) {
   shape->threads = plan.threads;
   int resident = 0;
   const void* kernel = ctx.kernels.tier_kernel(plan.tier, shape->kernel_variant);

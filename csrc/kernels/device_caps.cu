@@ -59,8 +59,8 @@ cudaError_t configure_kernel(const void* kernel, int device, const DeviceCaps& c
   static std::map<std::pair<const void*, int>, bool> cache;
   bool configured = false;
   return cached(cache, std::make_pair(kernel, device), &configured, [&](bool* done) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(caps.shared_optin));
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(caps.shared_optin));
     if (err != cudaSuccess) return err;
     if (is_cluster_kernel && caps.cluster_launch) {
       // Devices that cannot run 16-block clusters refuse this; the occupancy query then rules size 16 out.

@@ -129,8 +129,8 @@ cudaError_t launch_typed(const EdgeBinParams& p, int device, cudaStream_t stream
   if (status != cudaSuccess) return status;
   const int64_t wanted = (p.points + kEdgeBinThreads - 1) / kEdgeBinThreads;
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(wanted, int64_t(caps.sm_count) * kEdgeBlocksPerSm));
-  edge_bin_kernel<T><<<static_cast<unsigned int>(grid), kEdgeBinThreads, static_cast<size_t>(shared_bytes), stream>>>(
-      p, shape);
+  edge_bin_kernel<T>
+      <<<static_cast<unsigned int>(grid), kEdgeBinThreads, static_cast<size_t>(shared_bytes), stream>>>(p, shape);
   return cudaGetLastError();
 }
 

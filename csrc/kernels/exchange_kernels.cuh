@@ -33,7 +33,7 @@ constexpr int64_t kMaxBlockBins = 65536;  // a local bin travels as 16 bits
 // Values a thread takes per round for an element of `element_bytes`.
 DSMHIST_HD constexpr int values_per_thread(int element_bytes) {
   return kExchangeTileBytes / element_bytes < kExchangeMaxValuesPerThread ? kExchangeTileBytes / element_bytes
-                                                                           : kExchangeMaxValuesPerThread;
+                                                                          : kExchangeMaxValuesPerThread;
 }
 
 // A round's tile for an element of `element_bytes`, and the shared memory of everything but the bins: two rounds of
@@ -179,8 +179,8 @@ constexpr int64_t kFirstPrefetchedRound = 2 + kExchangePrefetchRounds;
 // group of one row, with at most one row dim, is prefetched: its tiles are one contiguous span, and its start needs
 // no division (the registers of the general row walk would spill the round's).
 template <typename T>
-__device__ __forceinline__ void aim_prefetch(const HistogramParams& p, const Work& w, int64_t group,
-                                             int64_t pass_start, volatile PrefetchCursor* c) {
+__device__ __forceinline__ void aim_prefetch(const HistogramParams& p, const Work& w, int64_t group, int64_t pass_start,
+                                             volatile PrefetchCursor* c) {
   constexpr uintptr_t kTileBytes = uintptr_t(Tile<T>::kTile) * sizeof(T);
   const int64_t tile_index = (pass_start + kFirstPrefetchedRound) * gridDim.x + blockIdx.x;
   const bool prefetched = w.rows_per_group == 1 && p.layout.ndim <= 1;
@@ -262,8 +262,7 @@ template <typename T, typename Keys, typename OwnersT>
 __device__ __forceinline__ void rank_tile(const Tile<T>& t, const Keys& keys, const OwnersT& owners,
                                           uint32_t* warp_counters, uint32_t* bins,
                                           const cooperative_groups::cluster_group& cluster,
-                                          uint32_t (&ranked)[Tile<T>::kPerThread], uint32_t& exchanged,
-                                          WarpRun& run) {
+                                          uint32_t (&ranked)[Tile<T>::kPerThread], uint32_t& exchanged, WarpRun& run) {
   exchanged = 0;
 #pragma unroll
   for (int k = 0; k < Tile<T>::kPerThread; ++k) {
@@ -289,8 +288,8 @@ __device__ __forceinline__ void rank_tile(const Tile<T>& t, const Keys& keys, co
 
 // Warp d (d < C) turns owner d's counters of every warp into the warps' bases in the staging and the group's start
 // and length (the groups are laid out by owner, each warp's values of an owner together).
-__device__ __forceinline__ void scan_groups(const uint32_t* counters, uint32_t* warp_base, uint32_t* groups,
-                                            int owner, int lane) {
+__device__ __forceinline__ void scan_groups(const uint32_t* counters, uint32_t* warp_base, uint32_t* groups, int owner,
+                                            int lane) {
   const uint32_t mine = counters[lane * kRowStride + owner];
   uint32_t inclusive = mine;
 #pragma unroll
@@ -327,7 +326,7 @@ __device__ __forceinline__ void place_tile(const uint32_t (&ranked)[kPerThread],
 // Counts this block's group of one source block's staging (read through DSMEM) into `bins`: 16-byte vectors of 8
 // entries, split over the `warps` warps reading that source; a vector of one bin adds once.
 __device__ __forceinline__ void count_group(const uint16_t* source_staging, uint32_t start, uint32_t length,
-                                           uint32_t* bins, int source_warp, int warps, int lane) {
+                                            uint32_t* bins, int source_warp, int warps, int lane) {
   const uint32_t end = start + length;
   const uint4* vectors = reinterpret_cast<const uint4*>(source_staging);
   for (uint32_t first = start / 8 + source_warp * 32; first * 8 < end; first += warps * 32) {

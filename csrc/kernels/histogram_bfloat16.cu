@@ -1,4 +1,5 @@
-// Kernel instantiations for bfloat16 input. One translation unit per input type, so the build compiles them in parallel.
+// Kernel instantiations for bfloat16 input. One translation unit per input type, so the build compiles them in
+// parallel.
 #include "kernel_set.cuh"
 
 namespace dsmhist {

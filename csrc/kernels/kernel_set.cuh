@@ -15,7 +15,7 @@ namespace dsmhist {
 template <typename T, typename Policy>
 KernelSet make_kernel_set() {
   KernelSet set;
-#define DSMHIST_TIER_KERNEL(e, name, unit, pick, cluster)                                  \
+#define DSMHIST_TIER_KERNEL(e, name, unit, pick, cluster)                                      \
   set.tiers[tier_index(Tier::e)][0] = reinterpret_cast<const void*>(&unit::kernel<T, Policy>); \
   TierKernelVariants<Tier::e, T, Policy>::add(set.tiers[tier_index(Tier::e)]);
   DSMHIST_FOR_EACH_TIER(DSMHIST_TIER_KERNEL)

@@ -68,10 +68,10 @@ struct HistogramPlan {
 
 enum class PlanStatus : int32_t {
   kOk = 0,
-  kCudaError,              // a CUDA runtime query failed; see the cudaError_t
-  kSharedTooSmall,         // forced "shared" but the bins do not fit one block's shared memory
-  kClusterUnavailable,     // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
-  kClusterTooSmall,        // forced a cluster tier but the bins do not fit any launchable cluster
+  kCudaError,               // a CUDA runtime query failed; see the cudaError_t
+  kSharedTooSmall,          // forced "shared" but the bins do not fit one block's shared memory
+  kClusterUnavailable,      // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
+  kClusterTooSmall,         // forced a cluster tier but the bins do not fit any launchable cluster
   kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
   kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
   kPartitionNotChosen,      // the planner takes tier "partition" only for counts past its auto_min_bins
@@ -103,8 +103,9 @@ cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& requ
 
 // What the launch of a call of p under `plan` uses (the planned tier's shape function, as launch_histogram asks
 // it): threads per block, blocks per cluster (1: no clusters), blocks in the grid and dynamic shared memory per
-// block; all 0 for a call with no elements (nothing is launched). p needs only its shape (rows, row_length, output_row_stride, strides): no pointer
-// is read. Like a launch, it may raise the kernel's shared-memory limits first (device_caps.h).
+// block; all 0 for a call with no elements (nothing is launched). p needs only its shape (rows, row_length,
+// output_row_stride, strides): no pointer is read. Like a launch, it may raise the kernel's shared-memory limits first
+// (device_caps.h).
 struct LaunchReport {
   int threads = 0;
   int cluster_size = 0;

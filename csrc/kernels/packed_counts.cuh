@@ -286,9 +286,9 @@ struct ValueLocalKeys {
 // otherwise wait in turn, since an add of two sizes (1 or 2^16, by half) is no increment the hardware merges.
 // LocalKeys: BinnerLocalKeys (any call) or ValueLocalKeys (integer input binned by value).
 template <typename T, typename Policy, typename LocalKeys>
-__device__ __forceinline__ void count_packed(const cooperative_groups::cluster_group& cluster,
-                                             const HistogramParams& p, const PackedBins& bins, int64_t first_bin,
-                                             uint32_t owned, uint32_t replica, uint32_t replicas, int64_t first_item,
+__device__ __forceinline__ void count_packed(const cooperative_groups::cluster_group& cluster, const HistogramParams& p,
+                                             const PackedBins& bins, int64_t first_bin, uint32_t owned,
+                                             uint32_t replica, uint32_t replicas, int64_t first_item,
                                              int64_t item_stride) {
   constexpr int kRoundsPerSweep = packed_rounds_per_sweep<T>();
   static_assert(kRoundsPerSweep >= 1, "a round stays within the values a sweep allows");
@@ -314,7 +314,7 @@ __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_g
       for (int j = 0; j < kKeys; ++j) bins.add_or_zero(keys[j] != kNone, keys[j], 1u);
     }
   };
-  const auto visit_vector = [&](const T (&values)[kPerVector], bool valid) {
+  const auto visit_vector = [&](const T(&values)[kPerVector], bool valid) {
     uint32_t keys[kPerVector];
 #pragma unroll
     for (int j = 0; j < kPerVector; ++j) keys[j] = key(values[j], valid);

@@ -63,8 +63,7 @@ __device__ __forceinline__ void count_vector(uint32_t bins_address, uint32_t lan
   if (!__any_sync(0xffffffffu, inside != 0u)) return;  // a warp past its runs' ends
   const uint32_t local0 = raw.x & 0xffffu;
   // A vector of one bin (sorted data) adds once, and a warp of such vectors of one bin (one hot bin) adds once.
-  const bool one_bin =
-      inside == 0xffu && raw.x == raw.y && raw.y == raw.z && raw.z == raw.w && (raw.x >> 16) == local0;
+  const bool one_bin = inside == 0xffu && raw.x == raw.y && raw.y == raw.z && raw.z == raw.w && (raw.x >> 16) == local0;
   if (__any_sync(0xffffffffu, one_bin)) {
     const uint32_t lead = __shfl_sync(0xffffffffu, local0, 0);
     if (__all_sync(0xffffffffu, one_bin && local0 == lead)) {
@@ -305,7 +304,7 @@ __global__ void __launch_bounds__(kPartitionCountThreads, 1) count_kernel(const 
       count_item(std::false_type());
     }
     if (direct) continue;  // the same for every thread of the block; the bins were not touched
-    __syncthreads();  // every add of the item must land before its bins are flushed
+    __syncthreads();       // every add of the item must land before its bins are flushed
     for (int64_t i = threadIdx.x; i < chunk_bins; i += blockDim.x) {
       const Acc total = bins[i];
       if (total != Acc(0)) {

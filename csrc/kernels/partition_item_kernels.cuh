@@ -123,9 +123,8 @@ __global__ void __launch_bounds__(kPartitionItemThreads) build_items_kernel(cons
   __syncthreads();  // the scan must be complete before it is read
   uint32_t before = starts[threadIdx.x];
   // The item of the tile before the range (-1 before the first tile).
-  int64_t previous_item = first_tile == 0 || first_tile == end_tile
-                              ? -1
-                              : int64_t(item_of(before - (runs[first_tile - 1] & 0xffffu)));
+  int64_t previous_item =
+      first_tile == 0 || first_tile == end_tile ? -1 : int64_t(item_of(before - (runs[first_tile - 1] & 0xffffu)));
   for (int64_t t = first_tile; t < end_tile; ++t) {
     const int64_t item = before < total ? int64_t(item_of(before)) : int64_t(items);
     // Items previous_item + 1 .. item start at tile t (those strictly between are empty).

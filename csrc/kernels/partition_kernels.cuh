@@ -36,8 +36,8 @@ struct Item {
 // A slice's counters in the workspace. Two sets take turns: slice i uses set i % 2, and its kernel 3 zeroes the other
 // for slice i + 1 (nobody reads that set between).
 struct SliceCounters {
-  uint32_t item_count;                        // items kernel 2 cut
-  uint32_t item_claims;                       // items kernel 3's blocks have claimed
+  uint32_t item_count;                         // items kernel 2 cut
+  uint32_t item_claims;                        // items kernel 3's blocks have claimed
   uint32_t chunk_totals[kPartitionMaxChunks];  // elements per chunk: kernel 1 adds, kernel 2 reads
 };
 
@@ -50,9 +50,9 @@ struct Slice {
   int32_t chunks = 0;
   int32_t chunk_shift = 0;
   int64_t tiles = 0;
-  uint16_t* entries = nullptr;     // [tiles][kTile]: bin within the chunk, grouped by chunk within each tile
-  void* values = nullptr;          // [tiles][kTile]: each entry's contribution (weighted policies only)
-  uint32_t* runs = nullptr;        // [chunks][tiles]: (start << 16) | length of the chunk's run in the tile
+  uint16_t* entries = nullptr;  // [tiles][kTile]: bin within the chunk, grouped by chunk within each tile
+  void* values = nullptr;       // [tiles][kTile]: each entry's contribution (weighted policies only)
+  uint32_t* runs = nullptr;     // [chunks][tiles]: (start << 16) | length of the chunk's run in the tile
   Item* items = nullptr;
   SliceCounters* counters = nullptr;       // this slice's, zero before kernel 1
   SliceCounters* next_counters = nullptr;  // the next slice's, zeroed by this slice's kernel 3
@@ -144,11 +144,10 @@ __device__ __forceinline__ uint32_t element_key(const HistogramParams& p, const 
 // two atomics on the lead-chunk path did (benchmarks/NOTES.md, sixth version of the tier).
 __device__ __forceinline__ uint32_t shared_fetch_add_if(bool add, uint32_t shared_address, uint32_t amount) {
   uint32_t old = 0;
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\t@p atom.shared.add.u32 %0, [%2], %3;\n\t}"
-      : "+r"(old)
-      : "r"(uint32_t(add)), "r"(shared_address), "r"(amount)
-      : "memory");
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\t@p atom.shared.add.u32 %0, [%2], %3;\n\t}"
+               : "+r"(old)
+               : "r"(uint32_t(add)), "r"(shared_address), "r"(amount)
+               : "memory");
   return old;
 }
 
@@ -223,7 +222,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   prefetch(blockIdx.x, 0);
   int buffer = 0;
   for (int64_t tile = blockIdx.x; tile < s.tiles; tile += gridDim.x, buffer ^= 1) {
-    prefetch(tile + gridDim.x, buffer ^ 1);  // that buffer's last reader finished before the previous tile's last barrier
+    prefetch(tile + gridDim.x,
+             buffer ^ 1);  // that buffer's last reader finished before the previous tile's last barrier
 
     const int64_t tile_first = tile * kTile;
     uint32_t key[kPer];
@@ -337,9 +337,8 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
         const uint32_t with_lead = __ballot_sync(0xffffffffu, chunk == lead_chunk);
         if (__popc(with_lead) >= kPartitionLeadShare && lead_chunk != (kNoEntry >> 16)) {
           const bool in_lead = chunk == lead_chunk;
-          const uint32_t old = detail_partition::shared_fetch_add_if(has && (!in_lead || lane == 0),
-                                                                     chunk_fill_address + chunk * 4u,
-                                                                     in_lead ? __popc(with_lead) : 1u);
+          const uint32_t old = detail_partition::shared_fetch_add_if(
+              has && (!in_lead || lane == 0), chunk_fill_address + chunk * 4u, in_lead ? __popc(with_lead) : 1u);
           const uint32_t lead_base = __shfl_sync(0xffffffffu, old, 0);
           rank[k] = in_lead ? lead_base + __popc(with_lead & lanes_below) : old;
         } else {

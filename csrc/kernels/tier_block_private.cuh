@@ -147,9 +147,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   const bool may_tally = plans_byte_tallies(ctx) && acc == AccKind::kCount && p.row_length >= kByteTallyMinItemElements;
   shape->threads = block_threads(p, ctx.caps, plan, bins_bytes);
   int per_sm = 1;
-  const cudaError_t err =
-      blocks_per_sm(ctx.kernels.tier_kernel(Tier::kShared), ctx.request.device, ctx.caps, shape->threads,
-                    bins_bytes + (may_tally ? kByteTallyBytes : 0), &per_sm);
+  const cudaError_t err = blocks_per_sm(ctx.kernels.tier_kernel(Tier::kShared), ctx.request.device, ctx.caps,
+                                        shape->threads, bins_bytes + (may_tally ? kByteTallyBytes : 0), &per_sm);
   if (err != cudaSuccess) return err;
   shape_items(p, int64_t(per_sm) * ctx.caps.sm_count,
               std::max<int64_t>(shape->threads * kMinElementsPerThread, 2 * plan.bins_per_block), shape);

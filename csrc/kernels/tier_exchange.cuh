@@ -93,8 +93,8 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
         }
         if (round + 1 < rounds) {  // while the cluster gathers: rank the next round, load the one after
           ex::rank_tile<T>(tile, keys, owners,
-                           rank_counters + (buffer ^ 1u) * (ex::kWarps * ex::kRowStride) + warp * ex::kRowStride,
-                           bins, cluster, ranked, exchanged, run);
+                           rank_counters + (buffer ^ 1u) * (ex::kWarps * ex::kRowStride) + warp * ex::kRowStride, bins,
+                           cluster, ranked, exchanged, run);
           ex::load_tile<T, kDense>(p, work, group, tile_of(round + 2), tile);
         }
         ex::cluster_wait();  // every block's staging of the round is visible (acquire)
@@ -104,8 +104,8 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
         const int source = warp / source_warps;
         if (source < int(blocks)) {
           const unsigned char* remote = cluster.map_shared_rank(shared, source);
-          const uint32_t* g = reinterpret_cast<const uint32_t*>(remote + layout.groups_offset) +
-                              buffer * 2 * ex::kMaxBlocks;
+          const uint32_t* g =
+              reinterpret_cast<const uint32_t*>(remote + layout.groups_offset) + buffer * 2 * ex::kMaxBlocks;
           ex::count_group(reinterpret_cast<const uint16_t*>(remote) + buffer * layout.staging_entries, g[me],
                           g[ex::kMaxBlocks + me], bins, warp % source_warps, source_warps, lane);
         }
@@ -259,13 +259,13 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   shape->kernel_variant = body_for(p, ctx, plan);
   int resident = 0;
   const cudaError_t err =
-      max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange, shape->kernel_variant), ctx.request.device,
-                          ctx.caps, plan.cluster_size, kExchangeThreads, plan.shared_bytes, &resident);
+      max_active_clusters(ctx.kernels.tier_kernel(Tier::kExchange, shape->kernel_variant), ctx.request.device, ctx.caps,
+                          plan.cluster_size, kExchangeThreads, plan.shared_bytes, &resident);
   if (err != cudaSuccess) return err;
-  const int64_t tiles = detail::exchange::Work(p, layout_for(ctx.request.input_type), plan.cluster_size, resident)
-                            .tiles_per_group;
-  shape->grid = std::max<int64_t>(1, std::min<int64_t>(resident, ceil_div(tiles, plan.cluster_size))) *
-                plan.cluster_size;
+  const int64_t tiles =
+      detail::exchange::Work(p, layout_for(ctx.request.input_type), plan.cluster_size, resident).tiles_per_group;
+  shape->grid =
+      std::max<int64_t>(1, std::min<int64_t>(resident, ceil_div(tiles, plan.cluster_size))) * plan.cluster_size;
   return cudaSuccess;
 }
 

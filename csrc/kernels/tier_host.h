@@ -32,8 +32,8 @@ struct LaunchShape {
   bool flush_each_item = false;
   bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
   bool tally_byte_values = false;     // tier "shared", 1-byte counts: tallies per byte value (HistogramParams)
-  int64_t shared_bytes = 0;  // dynamic shared memory per block: the plan's, unless the tier's shape changes it
-  int kernel_variant = 0;    // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
+  int64_t shared_bytes = 0;           // dynamic shared memory per block: the plan's, unless the tier's shape changes it
+  int kernel_variant = 0;  // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
 };
 
 // A tier's kernels past its first (`kernel`, variant 0). A unit whose kernel has bodies specialised for common calls
@@ -89,8 +89,8 @@ inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, cons
     fitted = true;
     if (size > launchable) continue;
     int resident = 0;
-    *cuda_error = max_active_clusters(ctx.kernels.tier_kernel(tier), request.device, ctx.caps, size, threads, bytes,
-                                      &resident);
+    *cuda_error =
+        max_active_clusters(ctx.kernels.tier_kernel(tier), request.device, ctx.caps, size, threads, bytes, &resident);
     if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
     if (resident < 1) continue;
     plan->tier = tier;
@@ -118,9 +118,7 @@ inline bool few_elements_per_bin(const PlanRequest& request) {
   return request.bins >= kFewElementsMinBins && request.elements_per_histogram / kFewElementsPerBin < request.bins;
 }
 
-inline int64_t accumulator_bytes(AccKind acc) {
-  return (acc == AccKind::kDouble || acc == AccKind::kFixed) ? 8 : 4;
-}
+inline int64_t accumulator_bytes(AccKind acc) { return (acc == AccKind::kDouble || acc == AccKind::kFixed) ? 8 : 4; }
 
 // Cuts rows into segments so that `resident` workers (blocks or clusters) all get an item, but no segment is
 // shorter than `min_per_item` elements; then as many workers as there are items, up to `resident`.
@@ -162,8 +160,8 @@ inline void settle_flushes_and_stores(const HistogramParams& p, int64_t workers,
     }
   }
   const bool one_worker = workers == 1 || shape->reduce_through_dsmem;
-  shape->store_rows = may_store &&
-                      (p.output_row_stride != 0 ? shape->segments == 1 : one_worker && !shape->flush_each_item);
+  shape->store_rows =
+      may_store && (p.output_row_stride != 0 ? shape->segments == 1 : one_worker && !shape->flush_each_item);
   if (!shape->store_rows) shape->reduce_through_dsmem = false;
 }
 

@@ -138,8 +138,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
                          bool may_store, LaunchShape* shape) {
   const int64_t item_bins = packs_counts(acc) ? plan.bins_per_block / kPackedItemBinsDivisor : plan.bins_per_block;
   shape->kernel_variant = body_for(p, ctx, acc);
-  return detail::shape_cluster(p, ctx, plan, acc, may_store && !packs_counts(acc), /*readers=*/plan.replicas,
-                               item_bins, shape);
+  return detail::shape_cluster(p, ctx, plan, acc, may_store && !packs_counts(acc), /*readers=*/plan.replicas, item_bins,
+                               shape);
 }
 
 // One kernel, no workspace: the common launch.

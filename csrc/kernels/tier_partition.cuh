@@ -204,8 +204,8 @@ inline cudaError_t launch(const HistogramParams& p, const TierContext& ctx, cons
   s.values = workspace + g.entries_bytes;
   s.runs = reinterpret_cast<uint32_t*>(workspace + g.entries_bytes + g.values_bytes);
   s.items = reinterpret_cast<Item*>(workspace + g.entries_bytes + g.values_bytes + g.runs_bytes);
-  SliceCounters* counters = reinterpret_cast<SliceCounters*>(workspace + g.entries_bytes + g.values_bytes +
-                                                             g.runs_bytes + g.items_bytes);
+  SliceCounters* counters =
+      reinterpret_cast<SliceCounters*>(workspace + g.entries_bytes + g.values_bytes + g.runs_bytes + g.items_bytes);
   s.min_item_values = g.min_item_values;
   err = cudaMemsetAsync(counters, 0, kCountersBytes, stream);
   if (err != cudaSuccess) return err;

@@ -199,8 +199,8 @@ __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t 
 // weight_offset).
 template <typename T, typename Visit>
 __device__ __forceinline__ void for_each_input_element(const InputDescription& in, int64_t first_item,
-                                                       int64_t item_stride, int64_t worker_rank,
-                                                       int64_t worker_threads, Visit&& visit) {
+                                                       int64_t item_stride, int64_t worker_rank, int64_t worker_threads,
+                                                       Visit&& visit) {
   const int64_t items = in.rows * in.segments_per_row;
   for (int64_t item = first_item; item < items; item += item_stride) {
     const ItemSpan<T> span = item_span<T>(in, item);

@@ -1,0 +1,81 @@
+"""The rank-local part of :mod:`torch_dsmhist.distributed`'s calls: the checks and steps each rank makes inside the
+guard, before the ranks exchange anything (a refusal after the exchange would leave the other ranks waiting)."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+
+from . import _rules
+from ._collective import DATA_RANGE, GIVEN_RANGE, INDEX, GroupType, device_types
+
+HISTOGRAM_DTYPES = (torch.int64, torch.int32, torch.float32, torch.float64)
+
+
+def binning_mode(input: torch.Tensor, min: Optional[float], max: Optional[float]) -> int:
+    if min is not None or max is not None:
+        return GIVEN_RANGE
+    return DATA_RANGE if input.is_floating_point() else INDEX
+
+
+def require_backend(op: str, name: str, tensor: torch.Tensor, group: GroupType) -> None:
+    """A tensor the group's backends cannot all-reduce would fail on this rank alone, after the check."""
+    types = device_types(group)
+    if tensor.device.type not in types:
+        raise ValueError(
+            f"{op}: {name} is on {tensor.device}, but the group's backend "
+            f"({dist.get_backend(group)}) handles only {', '.join(types)} tensors"
+        )
+
+
+def check_target(
+    op: str, name: str, target: torch.Tensor, input: Optional[torch.Tensor], weight: Optional[torch.Tensor]
+) -> None:
+    """What writing the global histogram into `target` (out=, hist) at the end would refuse, checked up front.
+
+    The single-process op refuses a hist that overlaps itself, input or weight (at::assert_no_overlap); here the
+    write comes after the all-reduce, where a refusal on one rank would come too late to tell the others.
+    """
+    _rules.check_into_memory(op, name, target, input, weight)
+    if target.requires_grad and target.is_leaf and torch.is_grad_enabled():
+        raise ValueError(f"{op}: {name} is a leaf tensor that requires grad, which cannot be written in place")
+
+
+def local_range_keys(
+    op: str,
+    input: torch.Tensor,
+    bins: int,
+    weight: Optional[torch.Tensor],
+    out_of_range: str,
+    dtype: Optional[torch.dtype],
+    batched: bool,
+) -> torch.Tensor:
+    """This rank's range keys, after every check the binning step will make once the ranges are merged.
+
+    The binning step runs after the collectives, where an error on one rank would leave the others waiting in the
+    all-reduce; so its checks (the op's own, on the tensors' dtypes, shapes and devices) run here first.
+    """
+    keys: torch.Tensor = torch.ops.dsmhist._finite_range_keys(input)
+    _rules.check_call(
+        "range_keys",
+        "torch_dsmhist._histogram_with_range_keys",
+        input,
+        bins,
+        None,
+        None,
+        weight,
+        out_of_range,
+        dtype,
+        batched,
+        target=keys,
+    )
+    return keys
+
+
+def write_into(target: torch.Tensor, accumulate: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    def finish(total: torch.Tensor) -> torch.Tensor:
+        return target.add_(total) if accumulate else target.copy_(total)
+
+    return finish
