@@ -4,169 +4,131 @@ Each runs the real op's argument checks (the C++ rules, through :func:`torch_dsm
 the real op would refuse is refused while tracing too, with the same error. The ops that write into a tensor also
 refuse, while tracing, a target that shares memory with the input or the weights (fake tensors keep their storages'
 aliasing): compiled, the write is functionalized and the real kernel would never see the overlap.
+
+The kernels take their arguments by the op's registered schema (csrc/registration.cpp), bound into a mapping by
+name, so no op's signature is written a second time here.
 """
 
-from typing import List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
 from ._rules import check_call, check_edges_call, check_into_memory_traced
 
-
-def _histogram_fake(
-    input: torch.Tensor,
-    bins: int,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
-) -> torch.Tensor:
-    out_dtype = check_call("histogram", "torch_dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype)
-    return input.new_empty((bins,), dtype=out_dtype)
+Arguments = Dict[str, Any]
 
 
-def _histogram_add_fake(
-    hist: torch.Tensor,
-    input: torch.Tensor,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-) -> None:
+def _bind(op: str, args: tuple, kwargs: Dict[str, Any]) -> Arguments:  # type: ignore[type-arg]
+    """The call's arguments by name, defaults filled in from the op's schema."""
+    schema = getattr(torch.ops.dsmhist, op).default._schema
+    bound: Arguments = {}
+    for position, argument in enumerate(schema.arguments):
+        if position < len(args):
+            bound[argument.name] = args[position]
+        elif argument.name in kwargs:
+            bound[argument.name] = kwargs[argument.name]
+        else:
+            bound[argument.name] = argument.default_value
+    return bound
+
+
+def _input(a: Arguments) -> torch.Tensor:
+    input: torch.Tensor = a["input"]
+    return input
+
+
+def _histogram_check(a: Arguments, op: str, batched: bool = False) -> torch.dtype:
+    return check_call(
+        "histogram", op, a["input"], a["bins"], a["min"], a["max"], a["weight"], a["out_of_range"], a["dtype"], batched
+    )
+
+
+def _histogram(a: Arguments) -> torch.Tensor:
+    return _input(a).new_empty((a["bins"],), dtype=_histogram_check(a, "torch_dsmhist.histogram"))
+
+
+def _batched_histogram(a: Arguments) -> torch.Tensor:
+    dtype = _histogram_check(a, "torch_dsmhist.batched_histogram", batched=True)
+    return _input(a).new_empty((*a["input"].shape[:-1], a["bins"]), dtype=dtype)
+
+
+def _into(target: str, op: str, accumulate: Optional[bool]) -> Callable[[Arguments], None]:
+    """histogram_add_ (into hist, always adding) and histogram(out=) (into out, adding when asked)."""
+
+    def fake(a: Arguments) -> None:
+        adds = a["accumulate"] if accumulate is None else accumulate
+        check_call(
+            "into", op, a["input"], 0, a["min"], a["max"], a["weight"], a["out_of_range"], a.get("dtype"),
+            target=a[target], accumulate=adds,
+        )  # fmt: skip
+        check_into_memory_traced(op, target, a[target], a["input"], a["weight"])
+
+    return fake
+
+
+def _finite_range_keys(a: Arguments) -> torch.Tensor:
+    check_call("finite_range", "torch_dsmhist._finite_range_keys", a["input"], 1)
+    return _input(a).new_empty((2,), dtype=torch.int64)
+
+
+def _histogram_with_range_keys(a: Arguments) -> torch.Tensor:
+    dtype = check_call(
+        "range_keys", "torch_dsmhist._histogram_with_range_keys", a["input"], a["bins"], None, None, a["weight"],
+        a["out_of_range"], a["dtype"], a["batched"], target=a["range_keys"],
+    )  # fmt: skip
+    shape = (*a["input"].shape[:-1], a["bins"]) if a["batched"] else (a["bins"],)
+    return _input(a).new_empty(shape, dtype=dtype)
+
+
+def _bin_indices(a: Arguments) -> torch.Tensor:
     check_call(
-        "into", "torch_dsmhist.histogram_add_", input, 0, min, max, weight, out_of_range, target=hist, accumulate=True
+        "bin_indices", "torch_dsmhist._bin_indices", a["input"], a["bins"], a["min"], a["max"], None,
+        a["out_of_range"], target=a["range_keys"],
+    )  # fmt: skip
+    return torch.empty_like(_input(a), dtype=torch.int64, memory_format=torch.contiguous_format)
+
+
+def _histogram_edges(a: Arguments) -> torch.Tensor:
+    dtype = check_edges_call(
+        "torch_dsmhist.histogram_edges", a["input"], [a["edges"]], a["weight"], a["out_of_range"], a["dtype"], nd=False
     )
-    check_into_memory_traced("torch_dsmhist.histogram_add_", "hist", hist, input, weight)
+    return _input(a).new_empty((a["edges"].shape[0] - 1,), dtype=dtype)
 
 
-def _histogram_out_fake(
-    out: torch.Tensor,
-    input: torch.Tensor,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
-    accumulate: bool = False,
-) -> None:
-    check_call(
-        "into",
-        "torch_dsmhist.histogram",
-        input,
-        0,
-        min,
-        max,
-        weight,
-        out_of_range,
-        dtype,
-        target=out,
-        accumulate=accumulate,
+def _histogramdd(a: Arguments) -> torch.Tensor:
+    dtype = check_edges_call(
+        "torch_dsmhist.histogramdd", a["input"], a["edges"], a["weight"], a["out_of_range"], a["dtype"], nd=True
     )
-    check_into_memory_traced("torch_dsmhist.histogram", "out", out, input, weight)
+    return _input(a).new_empty(tuple(e.shape[0] - 1 for e in a["edges"]), dtype=dtype)
 
 
-def _batched_histogram_fake(
-    input: torch.Tensor,
-    bins: int,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
-) -> torch.Tensor:
-    out_dtype = check_call(
-        "histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range, dtype, batched=True
-    )
-    return input.new_empty((*input.shape[:-1], bins), dtype=out_dtype)
+def _edge_bin_indices(a: Arguments) -> torch.Tensor:
+    check_edges_call("torch_dsmhist._edge_bin_indices", a["input"], a["edges"], None, a["out_of_range"], None, nd=True)
+    return _input(a).new_empty((a["input"].shape[0],), dtype=torch.int32)
 
 
-def _finite_range_keys_fake(input: torch.Tensor) -> torch.Tensor:
-    check_call("finite_range", "torch_dsmhist._finite_range_keys", input, 1)
-    return input.new_empty((2,), dtype=torch.int64)
+_KERNELS: Dict[str, Callable[[Arguments], Any]] = {
+    "histogram": _histogram,
+    "histogram_add_": _into("hist", "torch_dsmhist.histogram_add_", accumulate=True),
+    "_histogram_out": _into("out", "torch_dsmhist.histogram", accumulate=None),
+    "batched_histogram": _batched_histogram,
+    "_finite_range_keys": _finite_range_keys,
+    "_histogram_with_range_keys": _histogram_with_range_keys,
+    "_bin_indices": _bin_indices,
+    "histogram_edges": _histogram_edges,
+    "histogramdd": _histogramdd,
+    "_edge_bin_indices": _edge_bin_indices,
+}
 
 
-def _histogram_with_range_keys_fake(
-    input: torch.Tensor,
-    bins: int,
-    range_keys: torch.Tensor,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
-    batched: bool = False,
-) -> torch.Tensor:
-    out_dtype = check_call(
-        "range_keys",
-        "torch_dsmhist._histogram_with_range_keys",
-        input,
-        bins,
-        None,
-        None,
-        weight,
-        out_of_range,
-        dtype,
-        batched,
-        target=range_keys,
-    )
-    shape = (*input.shape[:-1], bins) if batched else (bins,)
-    return input.new_empty(shape, dtype=out_dtype)
+def _registered(op: str, kernel: Callable[[Arguments], Any]) -> Callable[..., Any]:
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        return kernel(_bind(op, args, kwargs))
+
+    fake.__name__ = f"_{op}_fake"
+    return fake
 
 
-def _bin_indices_fake(
-    input: torch.Tensor,
-    bins: int,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
-    out_of_range: str = "ignore",
-    range_keys: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    check_call(
-        "bin_indices", "torch_dsmhist._bin_indices", input, bins, min, max, None, out_of_range, target=range_keys
-    )
-    return torch.empty_like(input, dtype=torch.int64, memory_format=torch.contiguous_format)
-
-
-def _histogram_edges_fake(
-    input: torch.Tensor,
-    edges: torch.Tensor,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
-) -> torch.Tensor:
-    out_dtype = check_edges_call("torch_dsmhist.histogram_edges", input, [edges], weight, out_of_range, dtype, nd=False)
-    return input.new_empty((edges.shape[0] - 1,), dtype=out_dtype)
-
-
-def _histogramdd_fake(
-    input: torch.Tensor,
-    edges: List[torch.Tensor],
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
-) -> torch.Tensor:
-    out_dtype = check_edges_call("torch_dsmhist.histogramdd", input, edges, weight, out_of_range, dtype, nd=True)
-    return input.new_empty(tuple(e.shape[0] - 1 for e in edges), dtype=out_dtype)
-
-
-def _edge_bin_indices_fake(
-    input: torch.Tensor, edges: List[torch.Tensor], out_of_range: str = "ignore"
-) -> torch.Tensor:
-    check_edges_call("torch_dsmhist._edge_bin_indices", input, edges, None, out_of_range, None, nd=True)
-    return input.new_empty((input.shape[0],), dtype=torch.int32)
-
-
-# Registered by call, not as decorators: torch.library.register_fake is untyped, and as a decorator it would make
-# each function untyped for `mypy --strict`.
-for _op, _kernel in (
-    ("dsmhist::histogram", _histogram_fake),
-    ("dsmhist::histogram_add_", _histogram_add_fake),
-    ("dsmhist::_histogram_out", _histogram_out_fake),
-    ("dsmhist::batched_histogram", _batched_histogram_fake),
-    ("dsmhist::_finite_range_keys", _finite_range_keys_fake),
-    ("dsmhist::_histogram_with_range_keys", _histogram_with_range_keys_fake),
-    ("dsmhist::_bin_indices", _bin_indices_fake),
-    ("dsmhist::histogram_edges", _histogram_edges_fake),
-    ("dsmhist::histogramdd", _histogramdd_fake),
-    ("dsmhist::_edge_bin_indices", _edge_bin_indices_fake),
-):
-    torch.library.register_fake(_op, _kernel)
+# Registered by call, not as decorators: torch.library.register_fake is untyped.
+for _op, _kernel in _KERNELS.items():
+    torch.library.register_fake(f"dsmhist::{_op}", _registered(_op, _kernel))
