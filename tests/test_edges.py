@@ -340,3 +340,56 @@ def test_edges_allocation_failure_names_the_op_and_size():
     for op, line in zip(("histogram_edges", "histogramdd"), lines):
         assert f"torch_dsmhist.{op}: the output (shape [268435456], torch.int64, 2147483648 bytes" in line, line
         assert "could not be allocated on cpu" in line, line
+
+
+# ----- near-uniform edges: the CPU's guessed search (common/edge_binning.h, edge_bin_guessed) -------------------
+
+
+def _uniform_like_edges(kind: str, count: int, dtype, gen) -> torch.Tensor:
+    """Edges the equal-width guess is tried on: torch's linspace (float rounding puts values a hair off the grid),
+    linspace with a few edges nudged by one ulp or by a whole bin (the guess then misses and the search decides),
+    repeated edges (empty bins), and a grid shifted far from 0 (large x - e_0 rounding)."""
+    edge_dtype = edge_dtype_for(dtype)
+    lo = float(torch.empty(1).uniform_(-3, 0, generator=gen))
+    hi = lo + float(torch.empty(1).uniform_(0.5, 5, generator=gen))
+    # torch's own linspace in a 16-bit dtype is not always monotone: round a float64 one instead.
+    e = torch.linspace(lo, hi, count, dtype=torch.float64).to(edge_dtype)
+    if kind == "nudged":
+        picks = torch.randint(1, count - 1, (max(count // 50, 1),), generator=gen)
+        e[picks] = torch.nextafter(e[picks], torch.full_like(e[picks], float("inf")))
+    elif kind == "one bin off":
+        # one interior edge moved to its neighbour's place: two edges equal, positions still sorted
+        i = int(torch.randint(1, count - 2, (1,), generator=gen))
+        e[i] = e[i + 1]
+    elif kind == "repeated":
+        e = torch.repeat_interleave(e[: count // 2 + 1], 2)[:count]
+    elif kind == "far from zero":
+        e = torch.linspace(1000.0 + lo, 1000.0 + hi, count, dtype=torch.float64).to(edge_dtype)
+    return e.sort().values  # a nudge can pass a neighbour that rounding had made equal
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int16])
+@pytest.mark.parametrize("kind", ["linspace", "nudged", "one bin off", "repeated", "far from zero"])
+@pytest.mark.parametrize("clamp", [False, True])
+def test_near_uniform_edges_bin_exactly(dtype, kind, clamp, gen):
+    """Values on every edge, one ulp either side of it, and random ones, over edges the guessed search takes (or
+    falls back from): the bins of a binary search (numpy's searchsorted), exactly."""
+    count = int(torch.randint(3, 400, (1,), generator=gen))
+    edges = _uniform_like_edges(kind, count, dtype, gen)
+    on = edges.to(dtype) if dtype.is_floating_point else edges.round().to(dtype)
+    if dtype.is_floating_point:
+        around = torch.cat([on, torch.nextafter(on, torch.full_like(on, float("inf"))),
+                            torch.nextafter(on, torch.full_like(on, -float("inf")))])  # fmt: skip
+    else:
+        around = torch.cat([on, on + 1, on - 1])
+    x = torch.cat([around, random_values(5001, dtype, gen)])
+    x = x[torch.randperm(x.numel(), generator=gen)]
+    out_of_range = "clamp" if clamp else "ignore"
+    ours = torch_dsmhist.histogram_edges(x, edges if dtype.is_floating_point else edges, out_of_range=out_of_range)
+    expected = reference_nd(x.reshape(-1, 1), [edges], clamp=clamp)
+    assert np.array_equal(ours.numpy(), expected.astype(np.int64)), (kind, dtype, count)
+    # 2-D: one near-uniform dim beside a random one.
+    other = random_edges(9, dtype, gen)
+    pts = torch.stack([x, x.flip(0)], dim=1)
+    ours2 = torch_dsmhist.histogramdd(pts, [edges, other], out_of_range=out_of_range)
+    assert np.array_equal(ours2.numpy(), reference_nd(pts, [edges, other], clamp=clamp).astype(np.int64))

@@ -69,6 +69,26 @@ DSMHIST_HD int64_t edge_bin(E x, const E* edges, int64_t count, int64_t search_l
   return bin < 0 ? 0 : (bin > count - 2 ? count - 2 : bin);  // x == e_last joins the last bin
 }
 
+// x's bin as edge_bin gives it, looked for first where equal-width edges would put it: bin
+// floor((x - e_0) * bins_per_unit), then its neighbours, checked against the edges themselves (bin b holds x exactly
+// when e_b <= x < e_{b+1}, and at most one b does), and only if none holds x, the binary search. The answer is
+// edge_bin's whatever the edges (the guess only decides where to look), and near-uniform edges (torch's linspace,
+// quantiles of smooth data) need two comparisons instead of log2(count). bins_per_unit = (count - 1) / (e_last - e_0)
+// in E (0 or non-finite for degenerate edges: the guess is then clamped, and the check still decides).
+template <typename E>
+DSMHIST_HD int64_t edge_bin_guessed(E x, const E* edges, int64_t count, E bins_per_unit, bool clamp) {
+  const E first = edges[0], last = edges[count - 1];
+  if (!(x >= first && x <= last)) return edge_bin(x, edges, count, 0, count, clamp);
+  const E position = (x - first) * bins_per_unit;
+  const int64_t top = count - 2;  // the last bin
+  int64_t guess = position >= E(0) ? (position < static_cast<E>(top) ? static_cast<int64_t>(position) : top) : 0;
+  for (int64_t step = 0; step < 3; ++step) {
+    const int64_t b = step == 0 ? guess : (step == 1 ? guess - 1 : guess + 1);
+    if (b >= 0 && b <= top && edges[b] <= x && x < edges[b + 1]) return b;
+  }
+  return edge_bin(x, edges, count, 0, count, clamp);
+}
+
 // The cell of a uniform grid of `cells` cells over [first, last] that x falls in, for the CUDA lookup table. Only its
 // monotonicity matters (x <= y gives cell(x) <= cell(y), NaN and overflow included: every step is a monotone IEEE
 // operation and there is no add after the multiply to fuse): then every edge in a cell below x's is below x and every

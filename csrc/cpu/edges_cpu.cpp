@@ -1,5 +1,7 @@
 // The CPU bin-edges stage: each point's flat bin by the rule of common/edge_binning.h, over torch's thread pool.
-// The search covers every edge (a binary search: log2(edges) comparisons); the CUDA kernel narrows it with a table.
+// Over near-uniform edges each coordinate's bin is looked for first where equal-width edges would put it, checked
+// against the edges, the binary search the fallback (edge_bin_guessed); over other edges, the binary search. The CUDA
+// kernel narrows its search with a table instead.
 #include "edges_cpu.h"
 
 #include <ATen/Parallel.h>
@@ -15,6 +17,21 @@ void edge_bins_typed(const EdgeBinParams& p) {
   using E = edge_t<T>;
   const T* input = static_cast<const T*>(p.input);
   const E* edges = static_cast<const E*>(p.edges);
+  // Per dim, whether the equal-width guess lands within one bin of every edge's index (torch's linspace edges, and
+  // near-uniform ones): then it is within one bin of every value's (the guess is monotone), and the guessed search
+  // checks at most three bins. Other edges (random, quantiles of skewed data) take the binary search at once.
+  E bins_per_unit[kMaxEdgeDims];
+  bool guess[kMaxEdgeDims];
+  for (int32_t d = 0; d < p.dims; ++d) {
+    const E* dim_edges = edges + p.edge_offset[d];
+    const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
+    bins_per_unit[d] = count >= 2 ? static_cast<E>(count - 1) / (dim_edges[count - 1] - dim_edges[0]) : E(0);
+    guess[d] = count >= 2;
+    for (int64_t i = 0; i < count && guess[d]; ++i) {
+      const E position = (dim_edges[i] - dim_edges[0]) * bins_per_unit[d];
+      guess[d] = position >= static_cast<E>(i - 1) && position < static_cast<E>(i + 1);
+    }
+  }
   at::parallel_for(0, p.points, kMinPointsPerTask, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* point = input + (p.first_point + i) * p.point_stride;
@@ -22,7 +39,9 @@ void edge_bins_typed(const EdgeBinParams& p) {
       for (int32_t d = 0; d < p.dims; ++d) {
         const E x = static_cast<E>(to_compute(point[d * p.dim_stride]));
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
-        const int64_t bin = edge_bin(x, edges + p.edge_offset[d], count, 0, count, p.clamp);
+        const E* dim_edges = edges + p.edge_offset[d];
+        const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.clamp)
+                                     : edge_bin(x, dim_edges, count, 0, count, p.clamp);
         if (bin < 0) {
           flat = kDroppedPoint;
           break;
