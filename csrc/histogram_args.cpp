@@ -58,19 +58,6 @@ c10::SymInt element_count(c10::SymIntArrayRef shape) {
   return n;
 }
 
-const char* dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kLong:
-      return "int64";
-    case at::kInt:
-      return "int32";
-    case at::kFloat:
-      return "float32";
-    default:
-      return "float64";
-  }
-}
-
 void check_weight(const char* op, const TensorFacts& input, const TensorFacts& w) {
   const at::ScalarType wt = w.dtype;
   TORCH_CHECK_VALUE(wt == at::kHalf || wt == at::kBFloat16 || wt == at::kFloat || wt == at::kDouble, op,
@@ -262,7 +249,7 @@ HistogramArgs check_bin_indices_args(const char* op, const TensorFacts& input, i
   return args;
 }
 
-const char* output_dtype_name(const HistogramArgs& args) { return dtype_name(args.output_dtype); }
+std::string output_dtype_name(const HistogramArgs& args) { return torch_dtype_name(args.output_dtype); }
 
 namespace {
 

@@ -127,8 +127,8 @@ HistogramParams make_bin_index_params(const HistogramArgs& args, at::Tensor& inp
 // Params for dsmhist._finite_range_keys: the range pass over all of input's elements into `keys` (two int64).
 RangeParams make_range_params(const HistogramArgs& args, at::Tensor& input, at::Tensor& keys);
 
-// The output dtype's name as torch spells it ("int64", "int32", "float32", "float64"): what the fake kernels get.
-const char* output_dtype_name(const HistogramArgs& args);
+// The output dtype's name as Python spells it ("torch.int64", ...; torch_dtype_name): what the fake kernels get.
+std::string output_dtype_name(const HistogramArgs& args);
 
 // batched_histogram's output shape: input's leading dims, then bins. Throws naming input when it is 0-d.
 std::vector<int64_t> batched_output_shape(const char* op, const at::Tensor& input, int64_t bins);

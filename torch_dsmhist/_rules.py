@@ -18,7 +18,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import _disable_current_modes
 
 _INT64_MAX = (1 << 63) - 1
-_DTYPES_BY_NAME = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32, "float64": torch.float64}
+_DTYPES_BY_NAME = {str(dtype): dtype for dtype in (torch.int64, torch.int32, torch.float32, torch.float64)}
 
 
 def _type_name(value: Any) -> str:

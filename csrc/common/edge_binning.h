@@ -69,6 +69,16 @@ DSMHIST_HD int64_t edge_bin(E x, const E* edges, int64_t count, int64_t search_l
   return bin < 0 ? 0 : (bin > count - 2 ? count - 2 : bin);  // x == e_last joins the last bin
 }
 
+// The cell of a uniform grid of `cells` cells over [first, last] that x falls in: the CUDA lookup table's cell, and the
+// CPU's guessed bin. Only its monotonicity matters (x <= y gives cell(x) <= cell(y), NaN and overflow included: every
+// step is a monotone IEEE operation and there is no add after the multiply to fuse): then every edge in a cell below
+// x's is below x and every edge in a cell above is above it, so the search needs only the edges of x's own cell.
+template <typename E>
+DSMHIST_HD int32_t edge_cell(E x, E first, E cells_per_unit, int32_t cells) {
+  const E position = (x - first) * cells_per_unit;
+  return position >= E(0) ? (position < static_cast<E>(cells) ? static_cast<int32_t>(position) : cells - 1) : 0;
+}
+
 // x's bin as edge_bin gives it, looked for first where equal-width edges would put it: bin
 // floor((x - e_0) * bins_per_unit), then its neighbours, checked against the edges themselves (bin b holds x exactly
 // when e_b <= x < e_{b+1}, and at most one b does), and only if none holds x, the binary search. The answer is
@@ -79,24 +89,14 @@ template <typename E>
 DSMHIST_HD int64_t edge_bin_guessed(E x, const E* edges, int64_t count, E bins_per_unit, bool clamp) {
   const E first = edges[0], last = edges[count - 1];
   if (!(x >= first && x <= last)) return edge_bin(x, edges, count, 0, count, clamp);
-  const E position = (x - first) * bins_per_unit;
   const int64_t top = count - 2;  // the last bin
-  int64_t guess = position >= E(0) ? (position < static_cast<E>(top) ? static_cast<int64_t>(position) : top) : 0;
+  // The bins as cells of a uniform grid over [e_0, e_last]: the cell is the guess (count - 1 < 2^31 bins).
+  const int64_t guess = edge_cell(x, first, bins_per_unit, static_cast<int32_t>(count - 1));
   for (int64_t step = 0; step < 3; ++step) {
     const int64_t b = step == 0 ? guess : (step == 1 ? guess - 1 : guess + 1);
     if (b >= 0 && b <= top && edges[b] <= x && x < edges[b + 1]) return b;
   }
   return edge_bin(x, edges, count, 0, count, clamp);
-}
-
-// The cell of a uniform grid of `cells` cells over [first, last] that x falls in, for the CUDA lookup table. Only its
-// monotonicity matters (x <= y gives cell(x) <= cell(y), NaN and overflow included: every step is a monotone IEEE
-// operation and there is no add after the multiply to fuse): then every edge in a cell below x's is below x and every
-// edge in a cell above is above it, so the search needs only the edges of x's own cell.
-template <typename E>
-DSMHIST_HD int32_t edge_cell(E x, E first, E cells_per_unit, int32_t cells) {
-  const E position = (x - first) * cells_per_unit;
-  return position >= E(0) ? (position < static_cast<E>(cells) ? static_cast<int32_t>(position) : cells - 1) : 0;
 }
 
 }  // namespace dsmhist
