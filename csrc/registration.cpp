@@ -49,6 +49,18 @@ TORCH_LIBRARY(dsmhist, m) {
       "ScalarType[] edge_dtypes, int[] edge_ranks, SymInt[] edge_sizes, Device[] edge_devices, "
       "ScalarType? weight_dtype, SymInt[]? weight_shape, Device? weight_device, str out_of_range, "
       "ScalarType? dtype, bool nd) -> str");
+  // MoE routing (csrc/moe_args.h): token ids grouped by expert, each expert's share padded to whole blocks, each
+  // expert's tokens in increasing flat index. moe_align_block_size -> (sorted_token_ids, expert_ids,
+  // num_tokens_post_pad); moe_routing -> (counts, offsets, permutation). All int32.
+  m.def(
+      "moe_align_block_size(Tensor topk_ids, int block_size, int num_experts, Tensor? expert_map=None, "
+      "bool pad_sorted_ids=False) -> (Tensor, Tensor, Tensor)");
+  m.def("moe_routing(Tensor topk_ids, int num_experts, int block_size=1) -> (Tensor, Tensor, Tensor)");
+  // Their checks and output sizes ([sorted size, expert blocks]), for the fake kernels.
+  m.def(
+      "_check_moe_args(str op, ScalarType ids_dtype, SymInt[] ids_shape, Device ids_device, int block_size, "
+      "int num_experts, ScalarType? map_dtype, SymInt[]? map_shape, Device? map_device, bool pad_sorted_ids) "
+      "-> SymInt[]");
   m.def("_check_into_memory(str op, str name, Tensor target, Tensor? input, Tensor? weight) -> ()");
   // The argument checks of every op, for the fake kernels (see check_args).
   m.def(

@@ -11,6 +11,8 @@ The op is ``torch.ops.dsmhist.histogram``; this package loads it and adds a type
 * :func:`histogram_edges`, :func:`histogramdd` — histograms over sorted bin edges, 1-D and N-D;
 * :mod:`torch_dsmhist.dropins` — every drop-in by torch's name: ``bincount``, ``histc``, ``histogram``,
   ``histogramdd`` (for ``torch.histogram`` / ``torch.histogramdd``, whose names the package's own ops use);
+* :func:`moe_align_block_size`, :func:`moe_routing` — mixture-of-experts routing: token ids grouped by expert (in
+  a deterministic order), padded to whole blocks;
 * :func:`plan` — the strategy the op would use on a device; :func:`force_tier` — force one (tests, benchmarks).
 
 :mod:`torch_dsmhist.distributed` (imported on use) gives global histograms of data sharded across processes through
@@ -35,10 +37,12 @@ from ._api import (  # noqa: E402
 )
 from ._dropins import bincount, histc  # noqa: E402
 from ._edges_api import histogram_edges, histogramdd  # noqa: E402
+from ._moe import MoeRouting, moe_align_block_size, moe_routing  # noqa: E402
 from ._version import __version__  # noqa: E402
 
 # Written out (not built from the submodules' lists) so that type checkers see what the package exports.
 __all__ = [
+    "MoeRouting",
     "Plan",
     "__version__",
     "batched_histogram",
@@ -51,5 +55,7 @@ __all__ = [
     "histogram_add_",
     "histogram_edges",
     "histogramdd",
+    "moe_align_block_size",
+    "moe_routing",
     "plan",
 ]

@@ -9,11 +9,11 @@ The kernels take their arguments by the op's registered schema (csrc/registratio
 name, so no op's signature is written a second time here.
 """
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
-from ._rules import check_call, check_edges_call, check_into_memory_traced
+from ._rules import check_call, check_edges_call, check_into_memory_traced, check_moe_call
 
 Arguments = Dict[str, Any]
 
@@ -107,6 +107,31 @@ def _edge_bin_indices(a: Arguments) -> torch.Tensor:
     return _input(a).new_empty((a["input"].shape[0],), dtype=torch.int32)
 
 
+def _moe_align_block_size(a: Arguments) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ids = a["topk_ids"]
+    sorted_size, blocks = check_moe_call(
+        "torch_dsmhist.moe_align_block_size", ids, a["block_size"], a["num_experts"], a["expert_map"],
+        a["pad_sorted_ids"],
+    )  # fmt: skip
+    int32 = torch.int32
+    return (
+        ids.new_empty((sorted_size,), dtype=int32),
+        ids.new_empty((blocks,), dtype=int32),
+        ids.new_empty((1,), dtype=int32),
+    )
+
+
+def _moe_routing(a: Arguments) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ids, experts = a["topk_ids"], a["num_experts"]
+    sorted_size, _ = check_moe_call("torch_dsmhist.moe_routing", ids, a["block_size"], experts, None, False)
+    int32 = torch.int32
+    return (
+        ids.new_empty((experts,), dtype=int32),
+        ids.new_empty((experts + 1,), dtype=int32),
+        ids.new_empty((sorted_size,), dtype=int32),
+    )
+
+
 _KERNELS: Dict[str, Callable[[Arguments], Any]] = {
     "histogram": _histogram,
     "histogram_add_": _into("hist", "torch_dsmhist.histogram_add_", accumulate=True),
@@ -118,6 +143,8 @@ _KERNELS: Dict[str, Callable[[Arguments], Any]] = {
     "histogram_edges": _histogram_edges,
     "histogramdd": _histogramdd,
     "_edge_bin_indices": _edge_bin_indices,
+    "moe_align_block_size": _moe_align_block_size,
+    "moe_routing": _moe_routing,
 }
 
 

@@ -226,3 +226,30 @@ def check_edges_call(
             nd,
         )
     return _DTYPES_BY_NAME[name]
+
+
+def check_moe_call(
+    op: str,
+    topk_ids: torch.Tensor,
+    block_size: int,
+    num_experts: int,
+    expert_map: Optional[torch.Tensor],
+    pad_sorted_ids: bool,
+) -> Tuple[Any, Any]:
+    """:func:`check_call` for the MoE routing ops: the C++ checks of ``dsmhist::_check_moe_args`` on the tensors'
+    metadata; returns the sizes of the sorted ids and of the expert ids (symbolic under torch.compile)."""
+    map_dtype, map_shape, map_device = _facts(expert_map)
+    with _disable_current_modes():
+        sorted_size, expert_blocks = torch.ops.dsmhist._check_moe_args(
+            op,
+            topk_ids.dtype,
+            list(topk_ids.shape),
+            topk_ids.device,
+            block_size,
+            num_experts,
+            map_dtype,
+            map_shape,
+            map_device,
+            pad_sorted_ids,
+        )
+    return sorted_size, expert_blocks

@@ -1,0 +1,233 @@
+// MoE routing in one launch: one block, or one cluster whose blocks share their counts through DSMEM (sm_90).
+//
+// Each warp owns a contiguous run of the ids, so (block, warp, step, lane) order is flat-index order. Pass 1: each
+// warp counts its run per expert (__match_any_sync groups the lanes that name one expert; the group's lowest lane
+// adds the group's size to the warp's own counter row, so no atomics). The counters are scanned over warps, then over
+// the cluster's blocks (through DSMEM), and the experts' shares (kept ids rounded up to whole blocks) over experts:
+// each warp then knows where each expert's ids of its run begin. Pass 2 reads the run again and writes each id's flat
+// index at its expert's next slot plus its rank among the group's lower lanes: stable without sorting. Last, the
+// padding, the tails, and the per-expert outputs, spread over every thread of the cluster.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "device_caps.h"
+#include "moe_align.h"
+
+namespace dsmhist {
+
+namespace {
+
+constexpr int kMaxWarps = 32;
+constexpr int kMinWarps = 4;
+// Ids per block above which a cluster shares the work (sm_90), and its largest portable size.
+constexpr int64_t kIdsPerBlock = 4096;
+constexpr int kMaxClusterBlocks = 8;
+
+// Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
+// total), one counter row per warp, and the scan's warp sums (+ its total).
+__host__ __device__ inline int64_t shared_words(int warps, int experts) {
+  return int64_t(warps + 4) * experts + 1 + kMaxWarps + 1;
+}
+
+__device__ __forceinline__ int32_t warp_inclusive_sum(int32_t v, int lane) {
+  for (int d = 1; d < 32; d <<= 1) {
+    const int32_t other = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += other;
+  }
+  return v;
+}
+
+// Replaces shares[0, E) (each expert's share) by their exclusive prefix sums, shares[E] by the total.
+__device__ void exclusive_scan_shares(int32_t* shares, int experts, int32_t* warp_sums) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+  const int per_thread = (experts + blockDim.x - 1) / blockDim.x;
+  const int lo = min(experts, tid * per_thread), hi = min(experts, lo + per_thread);
+  int32_t sum = 0;
+  for (int k = lo; k < hi; ++k) sum += shares[k];
+  const int32_t inclusive = warp_inclusive_sum(sum, lane);
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();  // every warp's sum is in before warp 0 scans them
+  if (warp == 0) {
+    const int32_t v = lane < warps ? warp_sums[lane] : 0;
+    const int32_t v_inclusive = warp_inclusive_sum(v, lane);
+    warp_sums[lane] = v_inclusive - v;
+    if (lane == 31) warp_sums[kMaxWarps] = v_inclusive;
+  }
+  __syncthreads();  // the warps' offsets are in before each thread rewrites its shares
+  int32_t running = warp_sums[warp] + inclusive - sum;
+  for (int k = lo; k < hi; ++k) {
+    const int32_t share = shares[k];
+    shares[k] = running;
+    running += share;
+  }
+  if (tid == 0) shares[experts] = warp_sums[kMaxWarps];
+  __syncthreads();  // the starts are read by every thread next
+}
+
+template <bool kCluster>
+__device__ void moe_align_body(const MoeParams& p) {
+  namespace cg = cooperative_groups;
+  extern __shared__ int32_t shared[];
+  const int experts = p.num_experts;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+  int32_t* local = shared;
+  int32_t* block_total = local + experts;
+  int32_t* kept = block_total + experts;
+  int32_t* start = kept + experts;  // experts + 1
+  int32_t* rows = start + experts + 1;
+  int32_t* warp_sums = rows + warps * experts;  // kMaxWarps + 1
+  int rank = 0, blocks = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster API exists only there
+  if constexpr (kCluster) {
+    rank = static_cast<int>(cg::this_cluster().block_rank());
+    blocks = static_cast<int>(cg::this_cluster().num_blocks());
+  }
+#endif
+
+  for (int e = tid; e < experts; e += blockDim.x) local[e] = moe_local_id(p, e);
+  for (int k = tid; k < warps * experts; k += blockDim.x) rows[k] = 0;
+  __syncthreads();  // every warp reads the local ids and its zeroed row below
+
+  const int64_t per_block = (p.n + blocks - 1) / blocks;
+  const int64_t first = min(p.n, rank * per_block), last = min(p.n, first + per_block);
+  const int64_t per_warp = ((last - first + warps - 1) / warps + 31) / 32 * 32;
+  const int64_t run_first = min(last, first + warp * per_warp), run_last = min(last, run_first + per_warp);
+  const auto local_of = [local](int32_t e) { return local[e]; };
+  int32_t* row = rows + warp * experts;
+
+  for (int64_t base = run_first; base < run_last; base += 32) {
+    const int64_t i = base + lane;
+    const int32_t e = i < run_last ? moe_expert_of(p, i, local_of) : -1;
+    const unsigned group = __match_any_sync(0xffffffffu, e);
+    if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
+    __syncwarp();  // the next step's leader of e may be another lane: it must see this add
+  }
+  __syncthreads();  // every warp's counts are in before they are scanned
+
+  for (int e = tid; e < experts; e += blockDim.x) {
+    int32_t total = 0;
+    for (int w = 0; w < warps; ++w) {
+      const int32_t c = rows[w * experts + e];
+      rows[w * experts + e] = total;
+      total += c;
+    }
+    block_total[e] = total;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kCluster) {
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every block's totals are in before any block reads them
+    for (int e = tid; e < experts; e += blockDim.x) {
+      int32_t before = 0, all = 0;
+      for (int r = 0; r < blocks; ++r) {
+        const int32_t v = cluster.map_shared_rank(block_total, r)[e];
+        all += v;
+        if (r < rank) before += v;
+      }
+      kept[e] = all;
+      for (int w = 0; w < warps; ++w) rows[w * experts + e] += before;
+    }
+    cluster.sync();  // no block exits (freeing the totals) while another still reads them
+  } else
+#endif
+  {
+    for (int e = tid; e < experts; e += blockDim.x) kept[e] = block_total[e];
+  }
+  for (int e = tid; e < experts; e += blockDim.x) start[e] = static_cast<int32_t>(moe_share(kept[e], p.block_size));
+  __syncthreads();  // every share is in before the scan reads them
+  exclusive_scan_shares(start, experts, warp_sums);
+  for (int k = tid; k < warps * experts; k += blockDim.x) rows[k] += start[k % experts];
+  __syncthreads();  // each warp's row holds its first slot per expert before pass 2 moves them
+
+  for (int64_t base = run_first; base < run_last; base += 32) {
+    const int64_t i = base + lane;
+    const int32_t e = i < run_last ? moe_expert_of(p, i, local_of) : -1;
+    const unsigned group = __match_any_sync(0xffffffffu, e);
+    if (e >= 0) p.sorted_ids[row[e] + __popc(group & ((1u << lane) - 1u))] = static_cast<int32_t>(i);
+    __syncwarp();  // every lane of the group has read row[e] before its leader moves it
+    if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
+    __syncwarp();  // the next step reads the moved row
+  }
+
+  const int32_t total = start[experts];
+  const int32_t sentinel = static_cast<int32_t>(p.n);
+  const int cluster_warp = rank * warps + warp, cluster_warps = blocks * warps;
+  for (int e = cluster_warp; e < experts; e += cluster_warps) {
+    for (int32_t slot = start[e] + kept[e] + lane; slot < start[e + 1]; slot += 32) p.sorted_ids[slot] = sentinel;
+    if (p.expert_ids != nullptr) {
+      for (int32_t b = start[e] / p.block_size + lane; b < start[e + 1] / p.block_size; b += 32) {
+        p.expert_ids[b] = local[e];
+      }
+    }
+  }
+  const int64_t thread = int64_t(rank) * blockDim.x + tid, threads = int64_t(blocks) * blockDim.x;
+  for (int64_t slot = total + thread; slot < p.sorted_size; slot += threads) p.sorted_ids[slot] = sentinel;
+  if (p.expert_ids != nullptr) {
+    for (int64_t b = total / p.block_size + thread; b < p.expert_blocks; b += threads) p.expert_ids[b] = -1;
+  }
+  for (int64_t e = thread; e < experts; e += threads) {
+    if (p.counts != nullptr) p.counts[e] = kept[e];
+    if (p.offsets != nullptr) p.offsets[e] = start[e];
+  }
+  if (thread == 0) {
+    if (p.offsets != nullptr) p.offsets[experts] = total;
+    if (p.total != nullptr) p.total[0] = total;
+  }
+}
+
+__global__ void __launch_bounds__(kMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
+  moe_align_body<false>(p);
+}
+
+__global__ void __launch_bounds__(kMaxWarps * 32) moe_align_cluster_kernel(const MoeParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  moe_align_body<true>(p);
+#endif
+}
+
+}  // namespace
+
+cudaError_t launch_moe_align(const MoeParams& p, int device, cudaStream_t stream, MoeLaunch* launch) {
+  DeviceCaps caps;
+  cudaError_t err = device_caps(device, &caps);
+  if (err != cudaSuccess) return err;
+  const int64_t words_budget = caps.shared_optin / 4;
+  int warps = kMaxWarps;
+  while (warps > 1 && shared_words(warps, p.num_experts) > words_budget) --warps;
+  if (shared_words(warps, p.num_experts) > words_budget) return cudaErrorInvalidConfiguration;
+  const void* cluster_kernel = reinterpret_cast<const void*>(&moe_align_cluster_kernel);
+  int blocks = 1;
+  if (p.n > kIdsPerBlock && cluster_code_available(cluster_kernel, device, caps)) {
+    blocks = static_cast<int>(std::min<int64_t>(kMaxClusterBlocks, (p.n + kIdsPerBlock - 1) / kIdsPerBlock));
+  }
+  // Fewer warps where a block's ids are few: less to zero and scan, the same single pass.
+  const int64_t per_block = (p.n + blocks - 1) / blocks;
+  warps = static_cast<int>(std::min<int64_t>(warps, std::max<int64_t>(kMinWarps, (per_block + 31) / 32)));
+  const int threads = warps * 32;
+  const int64_t shared_bytes = shared_words(warps, p.num_experts) * 4;
+  while (blocks > 1) {  // a cluster the device cannot hold (its SMs taken by a partition) runs smaller
+    int clusters = 0;
+    err = max_active_clusters(cluster_kernel, device, caps, blocks, threads, shared_bytes, &clusters);
+    if (err != cudaSuccess) return err;
+    if (clusters > 0) break;
+    blocks /= 2;
+  }
+  launch->blocks = blocks;
+  launch->threads = threads;
+  launch->shared_bytes = shared_bytes;
+  if (blocks == 1) {
+    const void* kernel = reinterpret_cast<const void*>(&moe_align_block_kernel);
+    err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
+    if (err != cudaSuccess) return err;
+    moe_align_block_kernel<<<1, threads, shared_bytes, stream>>>(p);
+    return cudaGetLastError();
+  }
+  err = configure_kernel(cluster_kernel, device, caps, /*is_cluster_kernel=*/true);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = cluster_launch_config(blocks, blocks, threads, shared_bytes, stream, &attribute);
+  return cudaLaunchKernelEx(&config, moe_align_cluster_kernel, p);
+}
+
+}  // namespace dsmhist
