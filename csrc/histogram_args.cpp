@@ -171,16 +171,29 @@ HistogramArgs check_histogram_into_args(const char* op, const TensorFacts& targe
                       " must be torch.float32 or torch.float64 (the sums accumulate in its dtype), got ",
                       torch_dtype_name(ht));
   } else {
-    TORCH_CHECK_VALUE(ht == at::kLong || ht == at::kInt, op, ": without weight, ", name,
-                      " must hold counts as torch.int64 or torch.int32, got ", torch_dtype_name(ht));
+    TORCH_CHECK_VALUE(ht == at::kLong || ht == at::kInt || ht == at::kFloat || ht == at::kDouble, op,
+                      ": without weight, ", name, " must hold counts as torch.int64, int32, float32 or float64, got ",
+                      torch_dtype_name(ht));
   }
   TORCH_CHECK_VALUE(!dtype.has_value() || *dtype == ht, op, ": ", name, " has dtype ", torch_dtype_name(ht),
                     " but dtype=", torch_dtype_name(*dtype), " was given");
+  const bool counts_into_float = !weight.has_value() && (ht == at::kFloat || ht == at::kDouble);
   // Weighted: any floating weight adds into a float32 or float64 target; check with the dtype the weight implies,
-  // then take the target's.
+  // then take the target's. Counts into a floating target are made as int64 first.
+  std::optional<at::ScalarType> count_dtype;
+  if (!weight.has_value()) count_dtype = counts_into_float ? at::kLong : ht;
   HistogramArgs args =
       check_histogram_args(op, input, static_cast<int64_t>(target.shape[0].guard_int(__FILE__, __LINE__)), min, max,
-                           weight, out_of_range, weight.has_value() ? std::nullopt : std::optional<at::ScalarType>(ht));
+                           weight, out_of_range, count_dtype);
+  if (counts_into_float) {
+    // A call's count of a bin is at most its element count; past the significand (2^24, 2^53) a float would round it.
+    const int64_t exact_limit = ht == at::kFloat ? (int64_t{1} << 24) : (int64_t{1} << 53);
+    const c10::SymInt elements = element_count(input.shape);
+    TORCH_CHECK_VALUE(elements <= exact_limit, op, ": a ", torch_dtype_name(ht), " ", name,
+                      " holds counts exactly up to 2^", ht == at::kFloat ? 24 : 53, ", but this call counts ", elements,
+                      " elements; split the call, or use an int64 ", name);
+    args.counts_into_float = true;
+  }
   TORCH_CHECK_VALUE(!(accumulate && args.data_range), op, ": floating input needs min and max when adding into ", name,
                     " (a range taken from each call's data would give different bins from call to call)");
   if (weight.has_value()) {

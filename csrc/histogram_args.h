@@ -47,6 +47,9 @@ struct HistogramArgs {
   AccKind acc = AccKind::kCount;
   OutputType output_type = OutputType::kInt64;
   at::ScalarType output_dtype = at::kLong;
+  // histogram_add_ / histogram(out=) without weight into a float32 / float64 target: the counts are made as int64
+  // (output_dtype) and then added into it (exact: a call's count of a bin fits the float's significand).
+  bool counts_into_float = false;
 };
 
 // Checks every argument of histogram() / batched_histogram() (`op` names the op in messages; `batched`: one histogram

@@ -59,6 +59,15 @@ void histogram_into(const char* op, at::Tensor& target, const at::Tensor& input,
                                                        facts_of(weight), out_of_range, dtype, accumulate);
   check_into_memory(op, into_target_name(op), target, input, weight);
   Backend::check_device(op, input);
+  if (args.counts_into_float) {  // int64 counts, then one exact add (or copy) into the float target
+    const at::Tensor counts = histogram<Backend>(input, target.size(0), min, max, weight, out_of_range, at::kLong);
+    if (accumulate) {
+      target.add_(counts);
+    } else {
+      target.copy_(counts);
+    }
+    return;
+  }
   add_into_contiguous(target, [&](at::Tensor& dense) {
     at::Tensor in = input;
     std::optional<at::Tensor> w = weight;

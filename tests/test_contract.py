@@ -56,8 +56,8 @@ OUT_ERRORS = [
         "weight must be floating",
     ),
     (
-        "counts into float out",
-        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.double()),
+        "counts into int16 out",
+        lambda x, f, o, w: torch_dsmhist.histogram(x, 10, out=o.short()),
         ValueError,
         "out must hold counts",
     ),
@@ -168,7 +168,7 @@ def test_out_accepts_a_data_range(device, dtype, gen):
 @pytest.mark.parametrize("device", DEVICES)
 def test_out_messages_name_out(device):
     x = torch.arange(10, device=device)
-    out = torch.zeros(10, device=device)
+    out = torch.zeros(10, device=device, dtype=torch.int16)
     with pytest.raises(ValueError) as info:
         torch_dsmhist.histogram(x, 10, out=out)
     assert "out must hold counts" in str(info.value)
@@ -398,9 +398,9 @@ META_CASES = [
         ),
     ),
     (
-        "add_ counts into float",
+        "add_ counts into int16",
         lambda d: torch.ops.dsmhist.histogram_add_(
-            torch.zeros(4, device=d), torch.zeros(5, dtype=torch.int64, device=d)
+            torch.zeros(4, device=d, dtype=torch.int16), torch.zeros(5, dtype=torch.int64, device=d)
         ),
     ),
     (
@@ -571,7 +571,7 @@ def test_force_tier_wrong_types_raise_type_error(args, kwargs):
         lambda: torch_dsmhist.histogram(torch.arange(4), 4, dtype=torch.float32),
         lambda: torch_dsmhist.histogram(torch.arange(4), 4, weight=torch.ones(4, dtype=torch.int64)),
         lambda: torch_dsmhist.histogram(torch.arange(4).bool(), 4),
-        lambda: torch_dsmhist.histogram_add_(torch.zeros(4), torch.arange(4)),
+        lambda: torch_dsmhist.histogram_add_(torch.zeros(4, dtype=torch.int16), torch.arange(4)),
         lambda: torch_dsmhist.histogram_edges(torch.rand(4), torch.tensor([0.0, 1.0], dtype=torch.float64)),
         lambda: torch_dsmhist.histogram(torch.rand(4), 4, weight=torch.ones(4), dtype=torch.float64),
     ],

@@ -83,6 +83,38 @@ def test_histogram_add_weighted_any_weight_into_float32_or_float64(device, weigh
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("hist_dtype", [torch.float32, torch.float64])
+def test_histogram_add_counts_into_a_float_hist(device, hist_dtype, gen):
+    """A float buffer of tokens per expert (torchtitan keeps one): counts add exactly, as histogram(out=) copies."""
+    bins = 129
+    batches = [make_index_values(n, bins, torch.int64, "zipf", gen).to(device) for n in (4099, 1, 0, 65537)]
+    start = torch.randint(0, 1000, (bins,), generator=gen).to(hist_dtype).to(device)
+    hist = start.clone()
+    strided = torch.zeros(bins, 3, dtype=hist_dtype, device=device)[:, 2]
+    for batch in batches:
+        assert torch_dsmhist.histogram_add_(hist, batch) is hist
+        torch_dsmhist.histogram_add_(strided, batch, out_of_range="clamp")
+    counts = reference_histogram(torch.cat([b.cpu() for b in batches]), bins)
+    check_equal(hist, start.cpu() + counts.to(hist_dtype))
+    out = torch.full((bins,), 7.0, dtype=hist_dtype, device=device)
+    assert torch_dsmhist.histogram(batches[0], bins, out=out) is out
+    check_equal(out, reference_histogram(batches[0].cpu(), bins).to(hist_dtype))
+    clamped = reference_histogram(torch.cat([b.cpu() for b in batches]), bins, out_of_range="clamp")
+    check_equal(strided, clamped.to(hist_dtype))
+
+
+def test_histogram_add_refuses_a_float32_hist_past_exact_counts():
+    hist = torch.zeros(4, dtype=torch.float32)
+    x = torch.zeros(2**24 + 1, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"float32 hist holds counts exactly up to 2\^24"):
+        torch_dsmhist.histogram_add_(hist, x)
+    assert torch.count_nonzero(hist) == 0
+    torch_dsmhist.histogram_add_(hist, x[1:])  # 2^24 elements: every count still exact
+    assert hist[0].item() == 2**24
+    torch_dsmhist.histogram_add_(hist.double(), x)  # float64 holds it
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_histogram_add_into_a_non_contiguous_hist(device, gen):
     storage = torch.zeros(300, 2, dtype=torch.int64, device=device)
     hist = storage[:, 1]  # stride 2
@@ -118,7 +150,7 @@ def test_histogram_out_and_accumulate(device, gen):
     [
         (lambda h, x, f: torch_dsmhist.histogram_add_(h.reshape(2, -1), x), "hist must be a non-empty 1-D"),
         (lambda h, x, f: torch_dsmhist.histogram_add_(h[:0], x), "hist must be a non-empty 1-D"),
-        (lambda h, x, f: torch_dsmhist.histogram_add_(h.float(), x), "hist must hold counts"),
+        (lambda h, x, f: torch_dsmhist.histogram_add_(h.short(), x), "hist must hold counts"),
         (
             lambda h, x, f: torch_dsmhist.histogram_add_(h, x, weight=x.float()),
             "with weight, hist must be torch.float32",
