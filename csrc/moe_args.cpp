@@ -46,8 +46,8 @@ MoeArgs check_moe_args(const char* op, const TensorFacts& ids, int64_t block_siz
   c10::SymInt sorted = n + num_experts * (block_size - 1);
   if (pad_sorted_ids) sorted = (sorted + (block_size - 1)) / block_size * block_size;
   sorted = sorted.min(n * block_size);
-  TORCH_CHECK_VALUE(sorted <= kInt32Max, op, ": the sorted ids would need ", sorted,
-                    " slots (topk_ids' elements + num_experts * (block_size - 1)), beyond int32 indices");
+  TORCH_CHECK_VALUE(sorted <= kInt32Max, op, ": the sorted ids would need ", sorted, " slots (the smaller of ", n,
+                    " * block_size and ", n, " + num_experts * (block_size - 1)), beyond int32 indices");
   args.n = n;
   args.sorted_size = sorted;
   args.expert_blocks = (sorted + (block_size - 1)) / block_size;

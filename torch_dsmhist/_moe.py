@@ -8,6 +8,10 @@ from . import _rules
 
 __all__ = ["MoeRouting", "moe_align_block_size", "moe_routing"]
 
+# The overloads themselves (no overload resolution per call).
+_ALIGN = torch.ops.dsmhist.moe_align_block_size.default
+_ROUTING = torch.ops.dsmhist.moe_routing.default
+
 
 class MoeRouting(NamedTuple):
     """What :func:`moe_routing` returns: int32 tensors on ``topk_ids``' device."""
@@ -49,7 +53,8 @@ def moe_align_block_size(
         num_experts: the number of (global) experts, 1 to 8192.
         expert_map: optional int32 or int64 ``[num_experts]`` on ``topk_ids``' device, global -> local expert id
             (expert parallelism): ``expert_ids`` holds the local ids, and the ids of an expert mapped to a negative
-            value (-1: another rank's) are dropped, as ids out of range.
+            value (-1: another rank's) are dropped, as ids out of range (so are those of an int64 entry past
+            2**31 - 1, which no int32 output can hold).
         pad_sorted_ids: round ``sorted_token_ids``' length up to a multiple of ``block_size``.
 
     Returns:
@@ -73,6 +78,10 @@ def moe_align_block_size(
         >>> torch_dsmhist.moe_align_block_size(ids, block_size=2, num_experts=3)
         (tensor([1, 2, 3, 4, 0, 4, 4], dtype=torch.int32), tensor([ 0,  1,  2, -1], dtype=torch.int32), tensor([6], dtype=torch.int32))
     """
+    if type(block_size) is int and type(num_experts) is int and expert_map is None and pad_sorted_ids is False:
+        if isinstance(topk_ids, torch.Tensor):  # the common call: the op's C++ checks see every value
+            plain: Tuple[torch.Tensor, torch.Tensor, torch.Tensor] = _ALIGN(topk_ids, block_size, num_experts)
+            return plain
     fn = "torch_dsmhist.moe_align_block_size"
     _rules.check_tensor(fn, "topk_ids", topk_ids)
     block_size = _check_count(fn, "block_size", block_size)
@@ -110,6 +119,8 @@ def moe_routing(topk_ids: torch.Tensor, num_experts: int, block_size: int = 1) -
         >>> torch_dsmhist.moe_routing(torch.tensor([2, 0, 0, 1]), num_experts=3)
         MoeRouting(counts=tensor([2, 1, 1], dtype=torch.int32), offsets=tensor([0, 2, 3, 4], dtype=torch.int32), permutation=tensor([1, 2, 3, 0], dtype=torch.int32))
     """
+    if type(num_experts) is int and type(block_size) is int and isinstance(topk_ids, torch.Tensor):
+        return MoeRouting(*_ROUTING(topk_ids, num_experts, block_size))
     fn = "torch_dsmhist.moe_routing"
     _rules.check_tensor(fn, "topk_ids", topk_ids)
     num_experts = _check_count(fn, "num_experts", num_experts)

@@ -53,6 +53,22 @@ def check_bins(fn: str, bins: Any) -> int:
     return value
 
 
+def plain_histogram_call(input: Any, bins: Any, min: Any, max: Any, weight: Any, out_of_range: Any, dtype: Any) -> bool:
+    """Whether every argument already has the type the op takes (a tensor, an int ``bins``, floats or None, a str,
+    a dtype or None): such a call goes straight to the op, whose C++ checks see every value. The type checks one by
+    one cost about 3 us, a fifth of a small CUDA call's host time."""
+    return (
+        type(bins) is int
+        and 0 < bins <= _INT64_MAX
+        and isinstance(input, torch.Tensor)
+        and (min is None or type(min) is float)
+        and (max is None or type(max) is float)
+        and (weight is None or isinstance(weight, torch.Tensor))
+        and type(out_of_range) is str
+        and (dtype is None or isinstance(dtype, torch.dtype))
+    )
+
+
 def check_bound(fn: str, name: str, value: Any) -> Optional[float]:
     """``min`` / ``max`` as a float or None: TypeError for a non-number, ValueError if it does not fit a float."""
     if value is None or type(value) is float:
