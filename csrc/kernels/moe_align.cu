@@ -20,9 +20,11 @@ namespace {
 
 constexpr int kMaxWarps = 32;
 constexpr int kMinWarps = 4;
-// Ids per block above which a cluster shares the work (sm_90), and its largest portable size.
+// Ids per block above which a cluster shares the work (sm_90), and its largest size.
 constexpr int64_t kIdsPerBlock = 4096;
-constexpr int kMaxClusterBlocks = 8;
+constexpr int kMaxClusterBlocks =
+    16;  // non-portable above 8: configure_kernel allows it, max_active_clusters checks it
+constexpr int kStepsInFlight = 8;
 
 // Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
 // total), one counter row per warp, and the scan's warp sums (+ its total).
@@ -65,6 +67,18 @@ __device__ void exclusive_scan_shares(int32_t* shares, int experts, int32_t* war
   __syncthreads();  // the starts are read by every thread next
 }
 
+// The experts of a warp's next kStepsInFlight steps of 32 ids (-1: none), loaded together: one step at a time, each
+// step waited a whole memory latency (a 2^20-id call took 294 us on an H200).
+template <typename LocalIds>
+__device__ __forceinline__ void load_steps(const MoeParams& p, int64_t base, int64_t run_last, int lane,
+                                           const LocalIds& local_of, int32_t (&experts_of)[kStepsInFlight]) {
+#pragma unroll
+  for (int u = 0; u < kStepsInFlight; ++u) {
+    const int64_t i = base + u * 32 + lane;
+    experts_of[u] = i < run_last ? moe_expert_of(p, i, local_of) : -1;
+  }
+}
+
 template <bool kCluster>
 __device__ void moe_align_body(const MoeParams& p) {
   namespace cg = cooperative_groups;
@@ -96,12 +110,16 @@ __device__ void moe_align_body(const MoeParams& p) {
   const auto local_of = [local](int32_t e) { return local[e]; };
   int32_t* row = rows + warp * experts;
 
-  for (int64_t base = run_first; base < run_last; base += 32) {
-    const int64_t i = base + lane;
-    const int32_t e = i < run_last ? moe_expert_of(p, i, local_of) : -1;
-    const unsigned group = __match_any_sync(0xffffffffu, e);
-    if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
-    __syncwarp();  // the next step's leader of e may be another lane: it must see this add
+  for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
+    int32_t experts_of[kStepsInFlight];
+    load_steps(p, base, run_last, lane, local_of, experts_of);
+#pragma unroll
+    for (int u = 0; u < kStepsInFlight; ++u) {
+      const int32_t e = experts_of[u];
+      const unsigned group = __match_any_sync(0xffffffffu, e);
+      if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
+      __syncwarp();  // the next step's leader of e may be another lane: it must see this add
+    }
   }
   __syncthreads();  // every warp's counts are in before they are scanned
 
@@ -140,14 +158,21 @@ __device__ void moe_align_body(const MoeParams& p) {
   for (int k = tid; k < warps * experts; k += blockDim.x) rows[k] += start[k % experts];
   __syncthreads();  // each warp's row holds its first slot per expert before pass 2 moves them
 
-  for (int64_t base = run_first; base < run_last; base += 32) {
-    const int64_t i = base + lane;
-    const int32_t e = i < run_last ? moe_expert_of(p, i, local_of) : -1;
-    const unsigned group = __match_any_sync(0xffffffffu, e);
-    if (e >= 0) p.sorted_ids[row[e] + __popc(group & ((1u << lane) - 1u))] = static_cast<int32_t>(i);
-    __syncwarp();  // every lane of the group has read row[e] before its leader moves it
-    if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
-    __syncwarp();  // the next step reads the moved row
+  for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
+    int32_t experts_of[kStepsInFlight];
+    load_steps(p, base, run_last, lane, local_of, experts_of);
+#pragma unroll
+    for (int u = 0; u < kStepsInFlight; ++u) {
+      const int32_t e = experts_of[u];
+      const unsigned group = __match_any_sync(0xffffffffu, e);
+      if (e >= 0) {
+        const int64_t i = base + u * 32 + lane;
+        p.sorted_ids[row[e] + __popc(group & ((1u << lane) - 1u))] = static_cast<int32_t>(i);
+      }
+      __syncwarp();  // every lane of the group has read row[e] before its leader moves it
+      if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
+      __syncwarp();  // the next step reads the moved row
+    }
   }
 
   const int32_t total = start[experts];
