@@ -170,3 +170,103 @@ def test_suite_targets_name_each_miss_and_what_was_not_measured(suite_targets):
     section = "\n".join(suite_targets.render(ms))
     assert section.count("\n| ") == len(verdicts) + 1  # header and one row a target
     assert "measured elsewhere" in section
+
+
+@pytest.fixture()
+def bench_moe(benchlib):
+    sys.modules.pop("bench_moe", None)
+    return importlib.import_module("bench_moe")
+
+
+def contract_alignment(ids, block_size, num_experts, expert_map=None, pad_sorted_ids=False):
+    """moe_align_block_size's contract (torch_dsmhist/_moe.py) as a python loop: each expert's flat indices in
+    increasing order, padded with numel to whole blocks, the experts in (global) order; the tail holds numel, the
+    blocks past the used ones -1."""
+    flat = ids.reshape(-1).tolist()
+    numel = len(flat)
+    local = expert_map.tolist() if expert_map is not None else list(range(num_experts))
+    groups = [[] for _ in range(num_experts)]
+    for i, e in enumerate(flat):
+        if 0 <= e < num_experts and local[e] >= 0:
+            groups[e].append(i)
+    sorted_ids, expert_ids = [], []
+    for e, group in enumerate(groups):
+        share = -(-len(group) // block_size) * block_size
+        sorted_ids += group + [numel] * (share - len(group))
+        expert_ids += [local[e]] * (share // block_size)
+    total = len(sorted_ids)
+    size = numel + num_experts * (block_size - 1)
+    if pad_sorted_ids:
+        size = -(-size // block_size) * block_size
+    size = min(numel * block_size, size)
+    sorted_ids += [numel] * (size - total)
+    expert_ids += [-1] * (-(-size // block_size) - len(expert_ids))
+    return sorted_ids, expert_ids, [total]
+
+
+def test_bench_moe_torch_alignment_follows_the_contract(bench_moe, gen):
+    """The pure-torch alignment the benchmark checks the op against (and times) gives the contract's outputs:
+    dropped ids (out of range, mapped to -1), an expert map, pad_sorted_ids, block size 1, empty and 1-D input."""
+    import torch
+
+    cases = 0
+    for num_experts in (1, 3, 8, 64):
+        for block_size in (1, 2, 5, 16):
+            for shape in ((0,), (1, 1), (7,), (33, 2), (64, 8)):
+                ids = torch.randint(-2, num_experts + 3, shape, generator=gen)
+                expert_map = torch.randint(-1, num_experts, (num_experts,), generator=gen)
+                for dtype, mapped, pad in ((torch.int64, None, False), (torch.int32, expert_map, True)):
+                    got = bench_moe.torch_align_block_size(ids.to(dtype), block_size, num_experts, mapped, pad)
+                    want = contract_alignment(ids, block_size, num_experts, mapped, pad)
+                    assert [t.dtype for t in got] == [torch.int32] * 3
+                    assert [t.tolist() for t in got] == list(want), (num_experts, block_size, shape, pad)
+                    assert got[0].numel() == bench_moe.sorted_size(ids.numel(), block_size, num_experts, pad)
+                    cases += 1
+    assert cases == 160
+    # The docstring's example.
+    got = bench_moe.torch_align_block_size(torch.tensor([[2, 0], [0, 1]]), 2, 3)
+    assert [t.tolist() for t in got] == [[1, 2, 3, 4, 0, 4, 4], [0, 1, 2, -1], [6]]
+
+
+def test_bench_moe_routing_idiom_and_ids(bench_moe, gen):
+    """bincount + cumsum + argsort(stable=True) is the block-1 alignment of valid ids (what moe_routing returns);
+    the benchmark's ids are top_k distinct experts per token."""
+    import torch
+
+    g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
+    ids = bench_moe.routing_ids(300, 8, 64, torch.int64, g)
+    assert ids.shape == (300, 8) and ids.dtype == torch.int64
+    assert all(len(set(row)) == 8 for row in ids.tolist()) and 0 <= int(ids.min()) and int(ids.max()) < 64
+    counts, offsets, permutation = bench_moe.torch_routing(ids, 64)
+    sorted_ids, _, total = bench_moe.torch_align_block_size(ids, 1, 64)
+    assert torch.equal(permutation, sorted_ids.long()) and int(offsets[-1]) == int(total) == ids.numel()
+    assert torch.equal(offsets[1:] - offsets[:-1], counts)
+    assert bench_moe.same([counts.int(), offsets], [counts, offsets.int()]) is None
+    assert bench_moe.same([counts], [counts + 1]) == "output 0: 64 of 64 elements differ"
+
+
+def test_bench_moe_verdicts_name_the_worst_case(bench_moe, benchlib):
+    Cell, Row = benchlib.Cell, bench_moe.Row
+    align = [
+        Row(1, 8, 64, 64, {"op_graph": Cell(4.0), "op_host": Cell(6.0), "torch_host": Cell(300.0)}),
+        Row(4096, 8, 64, 64, {"op_graph": Cell(12.5), "op_host": Cell(13.0), "torch_host": Cell(400.0)}),
+        Row(16384, 8, 64, 64, {"op_graph": Cell(status="ERROR"), "op_events": Cell(20.0), "op_host": Cell(21.0)}),
+    ]
+    counting = [Row(16, 2, 8, 0, {"dsmhist_host": Cell(7.5)})]
+    verdicts = dict(bench_moe.eager_verdicts(align, counting))
+    targets = list(verdicts)
+    assert verdicts[targets[0]] == (
+        "missed: 12.5 µs at 4096 tokens x top-8, 64 experts, block 64 (1 of 2 cases miss 10 µs)"
+    )
+    assert verdicts[targets[1]] == "met (worst 20 µs at 16384 tokens x top-8, 64 experts, block 64)"
+    assert verdicts[targets[2]].startswith("missed: 13 µs at 4096 tokens")
+    assert verdicts[targets[3]] == "met (worst 50.0x at 1 tokens x top-8, 64 experts, block 64)"
+    assert verdicts[targets[4]] == "met (worst 7.5 µs at 16 tokens x top-2, 8 experts)"
+    compiled = [Row(1, 8, 256, 0, {"histc": Cell(30.0), "ops": Cell(31.0)}), Row(16, 8, 256, 0, {"histc": Cell(9.0)})]
+    assert bench_moe.compiled_verdicts(compiled)[0][1] == (
+        "missed: 0.97x at 1 tokens x top-8, 256 experts (1 of 1 cases miss 1.00x); 1 of 2 cases not measured"
+    )
+    assert bench_moe.eager_verdicts([], [])[0][1] == "not measured"
+    section = bench_moe.render(bench_moe.QUICK, True, "a GPU", align, [], counting)
+    assert "| 4096 | 8 | 64 | 64 | 32768 | 12.5 |" in section and "### Targets" in section
+    assert bench_moe.failures(align) == ["op, CUDA graph @ 16384 tokens x top-8, 64 experts, block 64: ERROR ()"]

@@ -251,3 +251,20 @@ def test_missing_matplotlib_is_reported_before_any_work(name, tmp_path):
     assert result.returncode != 0
     assert 'pip install -e ".[examples]"' in result.stderr, result.stderr[-2000:]
     assert not list(tmp_path.iterdir()), "the example wrote files before failing"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_moe_layer(device, tmp_path):
+    """The MoE layer grouped by moe_routing (expert loop) and by moe_align_block_size (padded blocks) matches the
+    pure-torch layer, eager and compiled, with the same bits on two runs (and in a CUDA graph on CUDA)."""
+    out = run_example(
+        "moe_layer.py", "--device", device, "--tokens", "300", "--experts", "6", "--top-k", "2", cwd=tmp_path
+    )
+    for start in ("eager, loop:", "eager, padded:", "torch.compile(fullgraph=True) routing + eager loop:",
+                  "torch.compile(fullgraph=True) padded layer:"):  # fmt: skip
+        line = next((line for line in out.splitlines() if line.startswith(start)), "")
+        assert "match" in line and line.endswith("bitwise identical on two runs"), (start, out)
+    if device == "cuda":
+        assert "CUDA graph (padded layer): 2 replays match" in out, out
+    else:
+        assert "CUDA graph: skipped" in out, out
