@@ -7,6 +7,7 @@
 // every run and device). Every slot of sorted_ids that holds no index holds n, every block past the used ones -1.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "host_device.h"
@@ -33,12 +34,13 @@ struct MoeParams {
   int32_t* offsets = nullptr;  // [num_experts + 1] where each share starts, then the total, or null
 };
 
-// The local id of expert e (e itself without a map); negative when the map drops e.
+// The local id of expert e (e itself without a map); -1 when the map drops e: a negative entry, or an int64 one past
+// int32 (the outputs are int32; such an entry names no local expert, and refusing it would need a host sync).
 DSMHIST_HD int32_t moe_local_id(const MoeParams& p, int32_t e) {
   if (p.expert_map == nullptr) return e;
   const int64_t local =
       p.map_int64 ? static_cast<const int64_t*>(p.expert_map)[e] : static_cast<const int32_t*>(p.expert_map)[e];
-  return local < 0 ? -1 : static_cast<int32_t>(local);
+  return local < 0 || local > INT32_MAX ? -1 : static_cast<int32_t>(local);
 }
 
 // The expert id i names, or -1 when it names none: out of [0, num_experts) (ids read as int64, so no wrap) or, with

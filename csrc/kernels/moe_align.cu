@@ -1,11 +1,11 @@
 // MoE routing in one launch: one block, or one cluster whose blocks share their counts through DSMEM (sm_90).
 //
 // Each warp owns a contiguous run of the ids, so (block, warp, step, lane) order is flat-index order. Pass 1: each
-// warp counts its run per expert (__match_any_sync groups the lanes that name one expert; the group's lowest lane
-// adds the group's size to the warp's own counter row, so no atomics). The counters are scanned over warps, then over
-// the cluster's blocks (through DSMEM), and the experts' shares (kept ids rounded up to whole blocks) over experts:
-// each warp then knows where each expert's ids of its run begin. Pass 2 reads the run again and writes each id's flat
-// index at its expert's next slot plus its rank among the group's lower lanes: stable without sorting. Last, the
+// warp counts its run per expert into its own counter row (shared atomics). The counters are scanned over warps,
+// then over the cluster's blocks (through DSMEM), and the experts' shares (kept ids rounded up to whole blocks) over
+// experts: each warp then knows where each expert's ids of its run begin. Pass 2 reads the run again and writes each
+// id's flat index at its expert's next slot plus its rank among the lower lanes naming the same expert
+// (__match_any_sync groups them; the group's lowest lane then moves the slot): stable without sorting. Last, the
 // padding, the tails, and the per-expert outputs, spread over every thread of the cluster.
 #include <cooperative_groups.h>
 
@@ -18,12 +18,15 @@ namespace dsmhist {
 
 namespace {
 
+// Tuning (docs/moe.md has the sweep; H200, 2026-11-26). Ids per block above which a cluster shares the work
+// (sm_90): 2048 beat 4096-16384 at 32K ids (15.3 vs 18.8-49 us). Clusters up to 16 blocks (non-portable above 8:
+// configure_kernel allows it, max_active_clusters checks it): 16 took 1.5-1.8x less than 8 from 128K ids up.
+// Warps: at least 4, and at least one per 8 experts (the per-expert steps are one warp's loop each): 256 experts
+// at 8 ids took 8.8 us with 32 warps, 16.3 with 4.
 constexpr int kMaxWarps = 32;
 constexpr int kMinWarps = 4;
-// Ids per block above which a cluster shares the work (sm_90), and its largest size.
-constexpr int64_t kIdsPerBlock = 4096;
-constexpr int kMaxClusterBlocks =
-    16;  // non-portable above 8: configure_kernel allows it, max_active_clusters checks it
+constexpr int64_t kIdsPerBlock = 2048;
+constexpr int kMaxClusterBlocks = 16;
 constexpr int kStepsInFlight = 8;
 
 // Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
@@ -103,22 +106,25 @@ __device__ void moe_align_body(const MoeParams& p) {
   for (int k = tid; k < warps * experts; k += blockDim.x) rows[k] = 0;
   __syncthreads();  // every warp reads the local ids and its zeroed row below
 
-  const int64_t per_block = (p.n + blocks - 1) / blocks;
-  const int64_t first = min(p.n, rank * per_block), last = min(p.n, first + per_block);
-  const int64_t per_warp = ((last - first + warps - 1) / warps + 31) / 32 * 32;
-  const int64_t run_first = min(last, first + warp * per_warp), run_last = min(last, run_first + per_warp);
+  // 32-bit arithmetic (n < 2^31, checked by the op): 64-bit division is a long software routine.
+  const uint32_t n = static_cast<uint32_t>(p.n);
+  const uint32_t per_block = (n + blocks - 1) / blocks;
+  const uint32_t first = min(n, rank * per_block), last = min(n, first + per_block);
+  const uint32_t per_warp = ((last - first + warps - 1) / warps + 31) / 32 * 32;
+  const int64_t run_first = min(last, first + warp * per_warp), run_last = min(last, uint32_t(run_first) + per_warp);
   const auto local_of = [local](int32_t e) { return local[e]; };
   int32_t* row = rows + warp * experts;
 
+  int32_t first_steps[kStepsInFlight];  // pass 2 reuses them: most calls' runs are one batch of steps
   for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
     int32_t experts_of[kStepsInFlight];
     load_steps(p, base, run_last, lane, local_of, experts_of);
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u) {
       const int32_t e = experts_of[u];
-      const unsigned group = __match_any_sync(0xffffffffu, e);
-      if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
-      __syncwarp();  // the next step's leader of e may be another lane: it must see this add
+      if (base == run_first) first_steps[u] = e;
+      // Counting needs no order: a shared atomic per id (native for int32), no lane grouping.
+      if (e >= 0) atomicAdd(&row[e], 1);
     }
   }
   __syncthreads();  // every warp's counts are in before they are scanned
@@ -138,10 +144,15 @@ __device__ void moe_align_body(const MoeParams& p) {
     cluster.sync();  // every block's totals are in before any block reads them
     for (int e = tid; e < experts; e += blockDim.x) {
       int32_t before = 0, all = 0;
-      for (int r = 0; r < blocks; ++r) {
-        const int32_t v = cluster.map_shared_rank(block_total, r)[e];
-        all += v;
-        if (r < rank) before += v;
+      for (int r0 = 0; r0 < blocks; r0 += 4) {  // four remote reads in flight, not one
+        int32_t v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = r0 + j < blocks ? cluster.map_shared_rank(block_total, r0 + j)[e] : 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          all += v[j];
+          if (r0 + j < rank) before += v[j];
+        }
       }
       kept[e] = all;
       for (int w = 0; w < warps; ++w) rows[w * experts + e] += before;
@@ -155,14 +166,23 @@ __device__ void moe_align_body(const MoeParams& p) {
   for (int e = tid; e < experts; e += blockDim.x) start[e] = static_cast<int32_t>(moe_share(kept[e], p.block_size));
   __syncthreads();  // every share is in before the scan reads them
   exclusive_scan_shares(start, experts, warp_sums);
-  for (int k = tid; k < warps * experts; k += blockDim.x) rows[k] += start[k % experts];
+  for (int e = tid; e < experts; e += blockDim.x) {
+    const int32_t first_slot = start[e];
+    for (int w = 0; w < warps; ++w) rows[w * experts + e] += first_slot;
+  }
   __syncthreads();  // each warp's row holds its first slot per expert before pass 2 moves them
 
   for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
     int32_t experts_of[kStepsInFlight];
-    load_steps(p, base, run_last, lane, local_of, experts_of);
+    if (base == run_first) {
+#pragma unroll
+      for (int u = 0; u < kStepsInFlight; ++u) experts_of[u] = first_steps[u];
+    } else {
+      load_steps(p, base, run_last, lane, local_of, experts_of);
+    }
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u) {
+      if (base + u * 32 >= run_last) break;  // the same for every lane: a step past the run has no ids
       const int32_t e = experts_of[u];
       const unsigned group = __match_any_sync(0xffffffffu, e);
       if (e >= 0) {
@@ -178,20 +198,28 @@ __device__ void moe_align_body(const MoeParams& p) {
   const int32_t total = start[experts];
   const int32_t sentinel = static_cast<int32_t>(p.n);
   const int cluster_warp = rank * warps + warp, cluster_warps = blocks * warps;
+  // Loop bounds in registers: the stores go through generic pointers, which the compiler must assume may alias
+  // shared memory, so a bound read from it would be read (and divided) again every iteration.
+  const int32_t block_size = p.block_size;
+  int32_t* const sorted_ids = p.sorted_ids;
+  int32_t* const expert_ids = p.expert_ids;
   for (int e = cluster_warp; e < experts; e += cluster_warps) {
-    for (int32_t slot = start[e] + kept[e] + lane; slot < start[e + 1]; slot += 32) p.sorted_ids[slot] = sentinel;
-    if (p.expert_ids != nullptr) {
-      for (int32_t b = start[e] / p.block_size + lane; b < start[e + 1] / p.block_size; b += 32) {
-        p.expert_ids[b] = local[e];
-      }
+    const int32_t first = start[e], used = first + kept[e], end = start[e + 1], local_id = local[e];
+    for (int32_t slot = used + lane; slot < end; slot += 32) sorted_ids[slot] = sentinel;
+    if (expert_ids != nullptr) {
+      const int32_t last_block = end / block_size;
+      for (int32_t b = first / block_size + lane; b < last_block; b += 32) expert_ids[b] = local_id;
     }
   }
-  const int64_t thread = int64_t(rank) * blockDim.x + tid, threads = int64_t(blocks) * blockDim.x;
-  for (int64_t slot = total + thread; slot < p.sorted_size; slot += threads) p.sorted_ids[slot] = sentinel;
-  if (p.expert_ids != nullptr) {
-    for (int64_t b = total / p.block_size + thread; b < p.expert_blocks; b += threads) p.expert_ids[b] = -1;
+  const int32_t thread = rank * static_cast<int32_t>(blockDim.x) + tid;
+  const int32_t threads = blocks * static_cast<int32_t>(blockDim.x);
+  const int32_t sorted_size = static_cast<int32_t>(p.sorted_size);  // <= 2^31 - 1 (checked by the op)
+  for (int32_t slot = total + thread; slot < sorted_size; slot += threads) sorted_ids[slot] = sentinel;
+  if (expert_ids != nullptr) {
+    const int32_t expert_blocks = static_cast<int32_t>(p.expert_blocks);
+    for (int32_t b = total / block_size + thread; b < expert_blocks; b += threads) expert_ids[b] = -1;
   }
-  for (int64_t e = thread; e < experts; e += threads) {
+  for (int32_t e = thread; e < experts; e += threads) {
     if (p.counts != nullptr) p.counts[e] = kept[e];
     if (p.offsets != nullptr) p.offsets[e] = start[e];
   }
@@ -228,7 +256,9 @@ cudaError_t launch_moe_align(const MoeParams& p, int device, cudaStream_t stream
   }
   // Fewer warps where a block's ids are few: less to zero and scan, the same single pass.
   const int64_t per_block = (p.n + blocks - 1) / blocks;
-  warps = static_cast<int>(std::min<int64_t>(warps, std::max<int64_t>(kMinWarps, (per_block + 31) / 32)));
+  // At most 8 experts per warp in the per-expert steps (each expert's padding and blocks are one warp's loop).
+  const int64_t wanted = std::max<int64_t>({int64_t{kMinWarps}, (p.num_experts + 7) / 8, (per_block + 31) / 32});
+  warps = static_cast<int>(std::min<int64_t>(warps, wanted));
   const int threads = warps * 32;
   const int64_t shared_bytes = shared_words(warps, p.num_experts) * 4;
   while (blocks > 1) {  // a cluster the device cannot hold (its SMs taken by a partition) runs smaller
