@@ -397,3 +397,16 @@ def test_docstring_examples_and_exports():
     ):
         runner.run(test, out=report.append)
     assert runner.tries == 3 and runner.failures == 0, "".join(report)
+
+
+def test_readme_example():
+    """README.md's MoE example shows these values."""
+    ids = torch.tensor([[2, 0], [0, 1]])
+    sorted_ids, expert_ids, total = torch_dsmhist.moe_align_block_size(ids, block_size=2, num_experts=3)
+    assert (sorted_ids.tolist(), expert_ids.tolist(), total.tolist()) == ([1, 2, 3, 4, 0, 4, 4], [0, 1, 2, -1], [6])
+    routing = torch_dsmhist.moe_routing(ids, num_experts=3)
+    assert (routing.counts.tolist(), routing.offsets.tolist(), routing.permutation.tolist()) == (
+        [2, 1, 1],
+        [0, 2, 3, 4],
+        [1, 2, 3, 0],
+    )

@@ -33,6 +33,13 @@ def counts(ids: torch.Tensor, feature: torch.Tensor, weights: torch.Tensor) -> l
     return results
 
 
+def routing(topk_ids: torch.Tensor) -> int:
+    sorted_ids, expert_ids, total = torch_dsmhist.moe_align_block_size(topk_ids, 16, 8, pad_sorted_ids=True)
+    routed: torch_dsmhist.MoeRouting = torch_dsmhist.moe_routing(topk_ids, 8, block_size=4)
+    counts: torch.Tensor = routed.counts
+    return int(sorted_ids.numel() + expert_ids.numel() + total.numel() + counts.sum() + routed.permutation.numel())
+
+
 def strategy() -> str:
     chosen: torch_dsmhist.Plan = torch_dsmhist.plan(4096, "cpu", torch.int32, n=1 << 20)
     with torch_dsmhist.force_tier("auto"):
