@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -567,36 +567,40 @@ def device_cells(prefix: str, call: Callable[[], object], cfg: Config, capturabl
     return cells
 
 
-def measure_align(row: Row, gen: torch.Generator, cfg: Config) -> None:
-    ids = routing_ids(row.tokens, row.top_k, row.experts, torch.int32, gen)
-    op = lambda: torch_dsmhist.moe_align_block_size(ids, row.block, row.experts)
-    reference = lambda: torch_align_block_size(ids, row.block, row.experts)
+def measure_against(row: Row, op: Callable[[], Any], reference: Callable[[], Any], what: str, cfg: Config) -> None:
+    """Check the op against its pure-torch version once, then time both (the reference as "torch" cells)."""
     try:
         wrong = same(op(), reference())
     except RuntimeError as error:
         row.cells["op_graph"] = Cell(status="ERROR", note=first_line(error))
         return
     if wrong:
-        row.cells["op_graph"] = Cell(status="FAIL", note=f"differs from the pure-torch alignment: {wrong}")
+        row.cells["op_graph"] = Cell(status="FAIL", note=f"differs from {what}: {wrong}")
         return
     row.cells.update(device_cells("op", op, cfg))
     row.cells.update({k.replace("ref", "torch"): v for k, v in device_cells("ref", reference, cfg, False).items()})
+
+
+def measure_align(row: Row, gen: torch.Generator, cfg: Config) -> None:
+    ids = routing_ids(row.tokens, row.top_k, row.experts, torch.int32, gen)
+    measure_against(
+        row,
+        lambda: torch_dsmhist.moe_align_block_size(ids, row.block, row.experts),
+        lambda: torch_align_block_size(ids, row.block, row.experts),
+        "the pure-torch alignment",
+        cfg,
+    )
 
 
 def measure_routing(row: Row, gen: torch.Generator, cfg: Config) -> None:
     ids = routing_ids(row.tokens, row.top_k, row.experts, torch.int64, gen)
-    op = lambda: torch_dsmhist.moe_routing(ids, row.experts)
-    reference = lambda: torch_routing(ids, row.experts)
-    try:
-        wrong = same(op(), reference())
-    except RuntimeError as error:
-        row.cells["op_graph"] = Cell(status="ERROR", note=first_line(error))
-        return
-    if wrong:
-        row.cells["op_graph"] = Cell(status="FAIL", note=f"differs from bincount + cumsum + argsort: {wrong}")
-        return
-    row.cells.update(device_cells("op", op, cfg))
-    row.cells.update({k.replace("ref", "torch"): v for k, v in device_cells("ref", reference, cfg, False).items()})
+    measure_against(
+        row,
+        lambda: torch_dsmhist.moe_routing(ids, row.experts),
+        lambda: torch_routing(ids, row.experts),
+        "bincount + cumsum + argsort",
+        cfg,
+    )
 
 
 def measure_counting(row: Row, gen: torch.Generator, cfg: Config) -> None:

@@ -30,6 +30,17 @@ MoeArgs check_moe_args(const char* op, const TensorFacts& ids, int64_t block_siz
 
 namespace moe_bodies {
 
+// The call's ids and sizes; the outputs are the body's to set.
+inline MoeParams moe_params(const MoeArgs& args, const at::Tensor& ids, int64_t num_experts, int64_t block_size) {
+  MoeParams p;
+  p.ids = ids.const_data_ptr();
+  p.ids_int64 = args.ids_int64;
+  p.n = args.n.expect_int();
+  p.num_experts = static_cast<int32_t>(num_experts);
+  p.block_size = static_cast<int32_t>(block_size);
+  return p;
+}
+
 template <typename Backend>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> align_block_size(const at::Tensor& topk_ids, int64_t block_size,
                                                                 int64_t num_experts,
@@ -46,12 +57,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> align_block_size(const at::Tensor
   const std::optional<at::Tensor> map = expert_map.has_value() && expert_map->defined()
                                             ? std::optional<at::Tensor>(expert_map->contiguous())
                                             : std::nullopt;
-  MoeParams p;
-  p.ids = ids.const_data_ptr();
-  p.ids_int64 = args.ids_int64;
-  p.n = args.n.expect_int();
-  p.num_experts = static_cast<int32_t>(num_experts);
-  p.block_size = static_cast<int32_t>(block_size);
+  MoeParams p = moe_params(args, ids, num_experts, block_size);
   if (map.has_value()) {
     p.expert_map = map->const_data_ptr();
     p.map_int64 = args.map_int64;
@@ -76,12 +82,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> routing(const at::Tensor& topk_id
   at::Tensor offsets = at::empty({num_experts + 1}, int32);
   at::Tensor permutation = at::empty({args.sorted_size.expect_int()}, int32);
   const at::Tensor ids = topk_ids.contiguous();
-  MoeParams p;
-  p.ids = ids.const_data_ptr();
-  p.ids_int64 = args.ids_int64;
-  p.n = args.n.expect_int();
-  p.num_experts = static_cast<int32_t>(num_experts);
-  p.block_size = static_cast<int32_t>(block_size);
+  MoeParams p = moe_params(args, ids, num_experts, block_size);
   p.sorted_ids = permutation.mutable_data_ptr<int32_t>();
   p.sorted_size = permutation.numel();
   p.counts = counts.mutable_data_ptr<int32_t>();
