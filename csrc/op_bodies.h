@@ -33,6 +33,19 @@ inline const unsigned long long* keys_pointer(const at::Tensor& keys) {
   return static_cast<const unsigned long long*>(keys.const_data_ptr());
 }
 
+// The histogram of a call whose arguments `args` has checked, into a new output of args.output_dtype.
+template <typename Backend>
+at::Tensor new_histogram(const char* op, const HistogramArgs& args, const at::Tensor& input, int64_t bins,
+                         const std::optional<at::Tensor>& weight, bool batched) {
+  Backend::check_device(op, input);
+  at::Tensor output = allocate_output(op, args, input, bins, batched);
+  at::Tensor in = input;  // make_params may replace these by contiguous copies, which must outlive the call
+  std::optional<at::Tensor> w = weight;
+  HistogramParams p = make_params(args, in, w, bins, output, batched, /*accumulate=*/false);
+  Backend::histogram(op, args, p, in);
+  return output;
+}
+
 template <typename Backend>
 at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                      const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
@@ -40,13 +53,7 @@ at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double
   const char* op = "torch_dsmhist.histogram";
   const HistogramArgs args =
       check_histogram_args(op, facts_of(input), bins, min, max, facts_of(weight), out_of_range, dtype);
-  Backend::check_device(op, input);
-  at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/false);
-  at::Tensor in = input;  // make_params may replace these by contiguous copies, which must outlive the call
-  std::optional<at::Tensor> w = weight;
-  HistogramParams p = make_params(args, in, w, bins, output, /*batched=*/false, /*accumulate=*/false);
-  Backend::histogram(op, args, p, in);
-  return output;
+  return new_histogram<Backend>(op, args, input, bins, weight, /*batched=*/false);
 }
 
 // histogram_add_ (accumulate) and histogram(out=) (replace): every check, the memory ones too, runs before `target`
@@ -59,8 +66,8 @@ void histogram_into(const char* op, at::Tensor& target, const at::Tensor& input,
                                                        facts_of(weight), out_of_range, dtype, accumulate);
   check_into_memory(op, into_target_name(op), target, input, weight);
   Backend::check_device(op, input);
-  if (args.counts_into_float) {  // int64 counts, then one exact add (or copy) into the float target
-    const at::Tensor counts = histogram<Backend>(input, target.size(0), min, max, weight, out_of_range, at::kLong);
+  if (args.counts_into_float) {  // int64 counts (args.output_dtype), then one exact add (or copy) into the target
+    const at::Tensor counts = new_histogram<Backend>(op, args, input, target.size(0), weight, /*batched=*/false);
     if (accumulate) {
       target.add_(counts);
     } else {
@@ -97,13 +104,7 @@ at::Tensor batched_histogram(const at::Tensor& input, int64_t bins, std::optiona
   const char* op = "torch_dsmhist.batched_histogram";
   const HistogramArgs args = check_histogram_args(op, facts_of(input), bins, min, max, facts_of(weight), out_of_range,
                                                   dtype, /*batched=*/true);
-  Backend::check_device(op, input);
-  at::Tensor output = allocate_output(op, args, input, bins, /*batched=*/true);
-  at::Tensor in = input;
-  std::optional<at::Tensor> w = weight;
-  HistogramParams p = make_params(args, in, w, bins, output, /*batched=*/true, /*accumulate=*/false);
-  Backend::histogram(op, args, p, in);
-  return output;
+  return new_histogram<Backend>(op, args, input, bins, weight, /*batched=*/true);
 }
 
 template <typename Backend>
