@@ -131,9 +131,10 @@ def histogram_add_(
     accumulate in: int64 or int32 without ``weight`` (an int32 ``hist`` wraps modulo 2**32 across calls, as int32
     tensor addition does; a single call of more than 2**31 - 1 elements into it is refused), float32 or float64
     with it (every floating weight dtype may add into either). Counts may also accumulate in a float32 / float64
-    ``hist`` (a model's float buffer of tokens per expert): each call's counts are made as int64 and added once,
-    exactly while every bin stays below 2**24 / 2**53 (a single call of more elements than that is refused). Nothing is zeroed and, on CUDA, nothing synchronises
-    with the host, so a loop over a dataset's batches runs asynchronously and can be captured in a CUDA graph.
+    ``hist`` (a model's float buffer of tokens per expert): each call's counts are made as int64 and added once, exactly
+    while every bin stays below 2**24 / 2**53 (a single call of more elements than that is refused). Nothing is zeroed
+    and, on CUDA, nothing synchronises with the host, so a loop over a dataset's batches runs asynchronously and can be
+    captured in a CUDA graph.
 
     The other arguments mean what they mean for :func:`histogram`, with one restriction: floating input needs
     ``min`` and ``max``, since a range taken from each batch's data would give different bins in every call.

@@ -1,6 +1,6 @@
 """Mixture-of-experts routing: :func:`moe_align_block_size` and :func:`moe_routing` (``csrc/moe_*``)."""
 
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -24,12 +24,6 @@ class MoeRouting(NamedTuple):
     permutation: torch.Tensor
     """The flat index of every id, grouped by expert in increasing expert order and, within an expert, in increasing
     flat index (a stable sort); slots that hold no index (padding, the tail) hold ``topk_ids.numel()``."""
-
-
-def _check_count(fn: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
-        raise TypeError(f"{fn}: {name} must be an int, got {type(value).__name__}")
-    return value  # type: ignore[return-value]  # an int or, under torch.compile, a symbolic one
 
 
 def moe_align_block_size(
@@ -84,8 +78,8 @@ def moe_align_block_size(
             return plain
     fn = "torch_dsmhist.moe_align_block_size"
     _rules.check_tensor(fn, "topk_ids", topk_ids)
-    block_size = _check_count(fn, "block_size", block_size)
-    num_experts = _check_count(fn, "num_experts", num_experts)
+    block_size = _rules.check_int(fn, "block_size", block_size)
+    num_experts = _rules.check_int(fn, "num_experts", num_experts)
     _rules.check_tensor(fn, "expert_map", expert_map, optional=True)
     _rules.check_flag(fn, "pad_sorted_ids", pad_sorted_ids)
     sorted_ids, expert_ids, total = torch.ops.dsmhist.moe_align_block_size(
@@ -123,7 +117,7 @@ def moe_routing(topk_ids: torch.Tensor, num_experts: int, block_size: int = 1) -
         return MoeRouting(*_ROUTING(topk_ids, num_experts, block_size))
     fn = "torch_dsmhist.moe_routing"
     _rules.check_tensor(fn, "topk_ids", topk_ids)
-    num_experts = _check_count(fn, "num_experts", num_experts)
-    block_size = _check_count(fn, "block_size", block_size)
+    num_experts = _rules.check_int(fn, "num_experts", num_experts)
+    block_size = _rules.check_int(fn, "block_size", block_size)
     counts, offsets, permutation = torch.ops.dsmhist.moe_routing(topk_ids, num_experts, block_size)
     return MoeRouting(counts, offsets, permutation)

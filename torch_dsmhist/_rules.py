@@ -140,6 +140,14 @@ def check_into_memory_traced(
             )
 
 
+def check_int(fn: str, name: str, value: Any) -> int:
+    """``value`` must be an int (or, under torch.compile, a symbolic one): TypeError for a bool, a float, None, ...
+    Its value is the C++ checks' to judge."""
+    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
+        raise TypeError(f"{fn}: {name} must be an int, got {_type_name(value)}")
+    return value  # type: ignore[return-value]  # a SymInt is used as an int
+
+
 def check_flag(fn: str, name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{fn}: {name} must be a bool, got {_type_name(value)}")
