@@ -7,6 +7,10 @@
 // A backend adds to op_bodies.h's members:
 //   // Sorted-edges check where it needs no host sync (the CPU); nothing on CUDA.
 //   static void check_edges(const char* op, const std::vector<at::Tensor>& edges, bool nd);
+//   // Bins and counts the whole call in one pass into counts.output (zeroing it first) and returns true, or returns
+//   // false, touching nothing, where the backend has no such path for the call (then the two stages run).
+//   static bool edge_histogram(const char* op, const EdgeBinParams& p, const EdgeCountParams& counts,
+//                              const at::Tensor& input);
 //   // Writes the flat bin of points [p.first_point, + p.points) to p.out (kDroppedPoint where dropped).
 //   static void edge_bins(const EdgeBinParams& p, const at::Tensor& input);
 #pragma once
@@ -30,6 +34,22 @@ inline EdgeFacts facts_of_edges(const std::vector<at::Tensor>& edges) {
   return facts;
 }
 
+// Where the fused path adds: the new output (contiguous) and the weights in points order.
+inline EdgeCountParams make_edge_count_params(const EdgesArgs& args, at::Tensor& output,
+                                              const std::optional<at::Tensor>& weight1d) {
+  EdgeCountParams c;
+  c.output = output.mutable_data_ptr();
+  c.output_type = args.count.output_type;
+  c.bins = args.total_bins;
+  c.acc = args.count.acc;
+  if (weight1d.has_value()) {
+    c.weight = weight1d->const_data_ptr();
+    c.weight_type = args.count.weight_type;
+    c.weight_stride = weight1d->stride(0);
+  }
+  return c;
+}
+
 // The N-D histogram of input2d ([N, D]) with weight1d ([N]) after the op's checks (`args`).
 template <typename Backend>
 at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor& input2d,
@@ -40,6 +60,9 @@ at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor&
   at::Tensor edge_buffer;
   EdgeBinParams bin_params = make_edge_bin_params(args, input2d, edges, &edge_buffer);
   const int64_t points = input2d.size(0);
+  bin_params.first_point = 0;
+  bin_params.points = points;
+  if (Backend::edge_histogram(op, bin_params, make_edge_count_params(args, output, weight1d), input2d)) return output;
   const int64_t chunk = std::max<int64_t>(1, std::min(points, kEdgeChunkPoints));
   at::Tensor flat_bins = allocate_named(op, "the bin indices of a chunk", {chunk}, input2d.options().dtype(at::kInt));
   at::Tensor flat_output = output.view({-1});

@@ -114,21 +114,60 @@ def test_bench_edges_verdicts_name_each_missed_target(bench_edges, benchlib):
     Cell, Result = benchlib.Cell, bench_edges.Result
     met = Result(cases["1000 edges"], cells={"op": Cell(0.1), "cupy": Cell(1.4)})
     assert bench_edges.verdict(met) == "met"
-    slow = Result(cases["2-D, 64x64 bins"], cells={"op": Cell(0.6), "cupy": Cell(9.0), "idiom": Cell(4.3)})
-    assert bench_edges.verdict(slow) == (
-        "missed: 0.6 ms is 2.00x the 0.3 ms target; 15.0x CuPy, not 30x; 7.2x bucketize + bincount, not 14x"
-    )
+    slow = Result(cases["10000 edges"], cells={"op": Cell(0.5), "cupy": Cell(1.5)})
+    assert bench_edges.verdict(slow) == "missed: 0.5 ms is 1.43x the 0.35 ms target; 3.0x CuPy, not 4.8x"
     no_cupy = Result(cases["10000 edges"], cells={"op": Cell(0.2)})
     assert bench_edges.verdict(no_cupy) == "met (CuPy not measured)"
+
+    linspace = cases["1000 bins, linspace edges"]
+    assert bench_edges.verdict(Result(linspace, cells={"op": Cell(0.12), "minmax": Cell(0.1)})) == "met"
+    assert bench_edges.verdict(Result(linspace, cells={"op": Cell(0.15), "minmax": Cell(0.1)})) == (
+        "missed: dsmhist op 0.15 ms is 1.50x op with min/max's 0.1 ms, not <= 1.2x"
+    )
+    assert bench_edges.verdict(Result(linspace, cells={"op": Cell(0.15)})) == "met (op with min/max not measured)"
+
+    small = cases["2-D, 64x64 bins"]
+    assert bench_edges.verdict(Result(small, cells={"op": Cell(0.2), "dropin": Cell(0.21)})) == "met"
+    assert bench_edges.verdict(Result(small, cells={"op": Cell(0.3), "dropin": Cell(0.36)})) == (
+        "missed: 0.3 ms is 1.20x the 0.25 ms target; dsmhist drop-in 0.36 ms is 1.20x dsmhist op's 0.3 ms, not <= 1.1x"
+    )
+    failed_dropin = Result(small, cells={"op": Cell(0.2), "dropin": Cell(status="FAIL")})
+    assert bench_edges.verdict(failed_dropin) == "met (dsmhist drop-in not measured)"
     large = cases["2-D, 1024x1024 bins"]
-    assert (
-        bench_edges.verdict(Result(large, cells={"op": Cell(4.0), "op_1m": Cell(3.2)}))
-        == "missed: 1.25x the 1-D op's 3.2 ms at 1M bins"
+    assert bench_edges.verdict(Result(large, cells={"op": Cell(0.7), "dropin": Cell(0.7)})) == (
+        "missed: 0.7 ms is 1.17x the 0.6 ms target"
     )
     assert bench_edges.verdict(Result(large, cells={"op": Cell(status="FAIL")})) == "not measured: the op failed"
-    section = bench_edges.render([met, slow], 2**26, 2**22, 3e12, "a GPU", "not installed", quick=False)
-    assert section.count("\n| ") == 3  # header and two rows
-    assert "| 1000 edges | 0.1 |" in section and "2^22 values" in section
+    cube = cases["3-D, 16x16x16 bins"]
+    assert bench_edges.verdict(Result(cube, cells={"op": Cell(0.25), "dropin": Cell(0.25)})) == (
+        "missed: 0.25 ms is 1.25x the 0.2 ms target"
+    )
+
+    # Sizes, the floor's bytes and the two-stage contender's tier follow each case.
+    assert bench_edges.sizes(cases["1000 edges"], quick=False) == (2**26, 2**22)
+    assert bench_edges.sizes(cube, quick=False) == (2**25, 2**21)
+    assert bench_edges.sizes(cases["1000 edges"], quick=True) == (2**20, 2**16)
+    assert bench_edges.input_bytes(cases["1000 edges"], 2**26) == 2**28
+    assert bench_edges.input_bytes(large, 2**26) == 2**29
+    assert bench_edges.input_bytes(cube, 2**25) == 3 * 2**27
+    assert [bench_edges.stages_tier(c) for c in bench_edges.CASES] == [
+        "shared",  # 99 bins
+        "shared",  # 999
+        "shared",  # 9999
+        "shared",  # 1000 (linspace)
+        "shared",  # 4096
+        "exchange",  # 65536
+        "partition",  # 1048576
+        "shared",  # 4096 (3-D)
+    ]
+
+    fused = Result(cases["1000 edges"], cpu_scale=16.0, cells={"op": Cell(0.1), "stages": Cell(0.25), "cpu": Cell(5)})
+    section = bench_edges.render([met, slow, fused, Result(cube)], 3e12, "a GPU", "not installed", quick=False)
+    assert section.count("\n| ") == 5  # header and four rows
+    assert "| 1000 edges | 2^26 values | 0.1 |" in section and "2^22 of 2^26, 2^21 of 2^25" in section
+    assert "| 3-D, 16x16x16 bins | 2^25 points [N, 3] |" in section
+    assert "| 2.5x |" in section and "| 800.0x |" in section  # two stages / op; torch CPU scaled by 16
+    assert "issue 50" in section
 
 
 @pytest.fixture()

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "binning.h"
+#include "call.h"
 #include "dtypes.h"
 #include "host_device.h"
 
@@ -41,13 +42,26 @@ struct EdgeBinParams {
   int32_t* out = nullptr;                      // one flat bin per point, kDroppedPoint where dropped
 };
 
+// Where the fused edges path (bin and count in one pass) adds each point: the output (zeroed by the launch), its
+// weights (none: each point counts 1). The accumulator follows the count dtype rule of histogram_args (acc).
+struct EdgeCountParams {
+  void* output = nullptr;
+  OutputType output_type = OutputType::kInt64;
+  int64_t bins = 0;  // every bin of the output (the product of the dims' bins)
+  AccKind acc = AccKind::kCount;
+  const void* weight = nullptr;
+  WeightType weight_type = WeightType::kNone;
+  int64_t weight_stride = 0;  // point i's weight is weight[i * weight_stride] (in elements)
+};
+
 // The first index in [lo, hi) whose edge is greater than x (hi when none is), by a binary search whose steps are
-// selects, not branches. Over unsorted edges it still returns an index in [lo, hi].
-template <typename E>
-DSMHIST_HD int64_t upper_bound_between(const E* edges, int64_t lo, int64_t hi, E x) {
-  int64_t count = hi - lo;
+// selects, not branches. Over unsorted edges it still returns an index in [lo, hi]. `I`: the index type (the CUDA
+// kernels search in int32, every edge count there being below 2^31).
+template <typename E, typename I>
+DSMHIST_HD I upper_bound_between(const E* edges, I lo, I hi, E x) {
+  I count = hi - lo;
   while (count > 0) {
-    const int64_t half = count >> 1;
+    const I half = count >> 1;
     const bool right = edges[lo + half] <= x;
     lo = right ? lo + half + 1 : lo;
     count = right ? count - half - 1 : half;
@@ -55,18 +69,36 @@ DSMHIST_HD int64_t upper_bound_between(const E* edges, int64_t lo, int64_t hi, E
   return lo;
 }
 
+// The index arguments of edge_bin take count's type (a literal 0 beside an int64_t count is not a second type).
+template <typename T>
+struct NotDeduced {
+  using type = T;
+};
+
+// The two halves of edge_bin's rule (the fused CUDA kernel applies them to a search of its own): the bin of an x
+// outside [e_0, e_last] or NaN (-1, or with clamp the first / last bin; NaN is always -1) ...
+template <typename E, typename I>
+DSMHIST_HD I edge_bin_outside(E x, E first, I count, bool clamp) {
+  if (!clamp || x != x) return -1;
+  return x < first ? 0 : count - 2;
+}
+
+// ... and the bin of an x inside, from upper_bound(x), the first edge above it (x == e_last joins the last bin).
+template <typename I>
+DSMHIST_HD I edge_bin_inside(I upper_bound, I count) {
+  const I bin = upper_bound - 1;
+  return bin < 0 ? 0 : (bin > count - 2 ? count - 2 : bin);
+}
+
 // x's bin among `count` edges (count - 1 bins; count >= 2): bin i is [e_i, e_{i+1}), the last bin closed. Outside
 // [e_0, e_last] (or NaN): -1, or with clamp the first / last bin (NaN is always -1). The answer is searched for in
 // [search_lo, search_hi), which must hold upper_bound(x) (0 and count: the whole range). Always in [-1, count - 2].
-template <typename E>
-DSMHIST_HD int64_t edge_bin(E x, const E* edges, int64_t count, int64_t search_lo, int64_t search_hi, bool clamp) {
+template <typename E, typename I>
+DSMHIST_HD I edge_bin(E x, const E* edges, I count, typename NotDeduced<I>::type search_lo,
+                      typename NotDeduced<I>::type search_hi, bool clamp) {
   const E first = edges[0], last = edges[count - 1];
-  if (!(x >= first && x <= last)) {
-    if (!clamp || x != x) return -1;
-    return x < first ? 0 : count - 2;
-  }
-  const int64_t bin = upper_bound_between(edges, search_lo, search_hi, x) - 1;
-  return bin < 0 ? 0 : (bin > count - 2 ? count - 2 : bin);  // x == e_last joins the last bin
+  if (!(x >= first && x <= last)) return edge_bin_outside<E, I>(x, first, count, clamp);
+  return edge_bin_inside<I>(upper_bound_between<E, I>(edges, search_lo, search_hi, x), count);
 }
 
 // The cell of a uniform grid of `cells` cells over [first, last] that x falls in: the CUDA lookup table's cell, and the

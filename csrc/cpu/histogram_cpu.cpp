@@ -39,6 +39,9 @@ struct CpuBackend {
     check_edges_sorted(op, edges, nd);
   }
   static void edge_bins(const EdgeBinParams& p, const at::Tensor&) { edge_bins_cpu(p); }
+  static bool edge_histogram(const char*, const EdgeBinParams&, const EdgeCountParams&, const at::Tensor&) {
+    return false;  // the two stages: the CPU engine counts the flat bins
+  }
 };
 
 }  // namespace

@@ -140,6 +140,29 @@ struct CudaBackend {
   // Unsorted edges are not detected on CUDA (that would synchronise): their bins are unspecified, never outside.
   static void check_edges(const char*, const std::vector<at::Tensor>&, bool) {}
 
+  // The fused path where the planner is choosing (auto): a forced tier counts in two stages, through that tier.
+  static bool edge_histogram(const char* op, const EdgeBinParams& p, const EdgeCountParams& counts,
+                             const at::Tensor& input) {
+    if (tier_override().tier != Tier::kAuto) return false;
+    const c10::cuda::CUDAGuard guard(input.device());
+    const int device = input.get_device();
+    EdgeHistogramPlan plan;
+    C10_CUDA_CHECK(plan_edge_histogram(p, counts, device, &plan));
+    if (!plan.fused) return false;
+    if (log_launches()) {
+      std::fprintf(stderr,
+                   "torch_dsmhist launch: %s on cuda:%d: fused edges, mode %s, %s of %s, dims %d, bins %lld, points "
+                   "%lld, grid %lld, threads %d, shared %lld bytes/block, replicas %d, owners %d, edges in %s\n",
+                   op, device, plan.mode, acc_name(counts.acc), input_type_name(p.input_type), p.dims,
+                   static_cast<long long>(counts.bins), static_cast<long long>(p.points),
+                   static_cast<long long>(plan.grid), plan.threads, static_cast<long long>(plan.shared_bytes),
+                   plan.replicas, plan.owners, plan.edges_in_shared ? "shared memory" : "global memory");
+      std::fflush(stderr);
+    }
+    C10_CUDA_CHECK(launch_edge_histogram(p, counts, device, c10::cuda::getCurrentCUDAStream()));
+    return true;
+  }
+
   static void edge_bins(const EdgeBinParams& p, const at::Tensor& input) {
     const c10::cuda::CUDAGuard guard(input.device());
     C10_CUDA_CHECK(launch_edge_bins(p, input.get_device(), c10::cuda::getCurrentCUDAStream()));

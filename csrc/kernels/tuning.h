@@ -36,6 +36,27 @@ constexpr int64_t kGlobalSumsClaimOnRepeatMinPerThread = 32;
 // docs/tiers/global.md
 constexpr int kGlobalSumsVectorsInFlight = 1;
 
+// ----- Edges (the fused path of histogram_edges / histogramdd, edge_bins.cu) ----------------------------------------
+
+// Blocks of 512, 1024 where one block fills an SM (its shared memory); no A/B yet. docs/tiers/edges.md
+constexpr int kEdgeFusedThreads = 512;
+constexpr int kEdgeFusedMaxThreads = 1024;
+// Points a thread bins before adding any (their loads in flight together); no A/B yet. docs/tiers/edges.md
+constexpr int kEdgePointsPerStep = 4;
+// Cells of the fused path's table an edge (where shared memory allows), so most cells hold at most one edge and one
+// load of the cell's entry bins a value. Against 4 an edge with a fixed-step search in every cell (H200, 2^26 float32,
+// ms): 100 edges 0.206 / 0.218, 1000 edges 0.242 / 0.280, 256x256 0.834 / 0.785. docs/tiers/edges.md
+constexpr int64_t kEdgeCellsPerEdge = 2;
+// Copies of few bins in a block, up to 8 in 32 KB, so hot bins contend less; no A/B yet. docs/tiers/edges.md
+constexpr int kEdgeMaxReplicas = 8;
+constexpr int64_t kEdgeReplicaBytes = 32 * 1024;
+// Blocks that split the bins of one group (each reads every point of the group); no A/B yet. docs/tiers/edges.md
+constexpr int kEdgeMaxOwnerBlocks = 4;
+// Global atomics into an output of at most half the H100's 50 MiB L2; no A/B yet. docs/tiers/edges.md
+constexpr int64_t kEdgeGlobalMaxOutputBytes = int64_t(24) << 20;
+// A block per 16 points a thread at least: small calls in few blocks, fewer flushes; no A/B yet. docs/tiers/edges.md
+constexpr int64_t kEdgeMinPointsPerThread = 16;
+
 // ----- Cluster tiers -----------------------------------------------------------------------------------------------
 
 // 2 blocks (232448 bins) beat the partition (uniform 0.719 / 1.18 ms); 3 blocks (262144) lose to the exchange on every

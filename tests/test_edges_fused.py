@@ -1,0 +1,215 @@
+"""The fused CUDA path of the bin-edges ops (edge_bins.cu: bin and count in one pass, in each of its modes: shared,
+owned, global) against the two-stage path (a forced tier takes it) and against numpy, on the same data: adversarial
+distributions, odd sizes, strided and misaligned views, weights, clamping, every mode's bin counts. The launch log
+proves which path ran. CUDA only."""
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from test_edges import reference_nd
+
+import torch_dsmhist
+
+from conftest import cuda_only
+
+pytestmark = cuda_only
+
+# (label, bins per dim, the mode the planner must pick for int64 counts on an H100 / H200; "two stages": the fused
+# path declines, as for edges that do not fit in shared memory beside the bins)
+SHAPES = [
+    ("1-D, 10 bins", (10,), "shared"),
+    ("1-D, 5000 bins", (5000,), "shared"),
+    ("2-D, 64x64", (64, 64), "shared"),
+    ("3-D, 16x16x16", (16, 16, 16), "shared"),
+    ("2-D, 256x256", (256, 256), "owned"),
+    ("2-D, 300x200", (300, 200), "owned"),
+    ("1-D, 30000 bins", (30000,), "two stages"),
+    ("2-D, 1024x1024", (1024, 1024), "global"),
+]
+DISTRIBUTIONS = ["uniform", "one_hot", "sorted", "zipf", "two_edge_bins"]
+
+
+def edges_for(bins: int, gen: torch.Generator) -> torch.Tensor:
+    """bins + 1 sorted, distinct, non-uniform edges over about [-3, 3]."""
+    steps = torch.rand(bins, generator=gen, dtype=torch.float64) + 0.05
+    e = torch.cat([torch.zeros(1, dtype=torch.float64), steps.cumsum(0)])
+    return (e / e[-1] * 6 - 3).float()
+
+
+def points_for(kind: str, n: int, edges, gen: torch.Generator) -> torch.Tensor:
+    """[n, D] float32 points of one adversarial kind, some outside the edges and some NaN."""
+    dims = len(edges)
+    if kind == "one_hot":
+        centre = torch.stack([(e[len(e) // 2] + e[len(e) // 2 + 1]) / 2 for e in edges])
+        pts = centre.expand(n, dims).clone()
+    elif kind == "two_edge_bins":
+        first = torch.stack([(e[0] + e[1]) / 2 for e in edges])
+        last = torch.stack([(e[-2] + e[-1]) / 2 for e in edges])
+        pts = torch.where(torch.rand(n, 1, generator=gen) < 0.5, first, last)
+    elif kind == "zipf":
+        ranks = torch.floor(torch.rand(n, dims, generator=gen).pow(-1.5)).clamp(max=1e6)
+        pts = torch.stack([edges[d][(ranks[:, d].long() - 1) % (len(edges[d]) - 1)] for d in range(dims)], 1)
+    else:
+        pts = torch.randn(n, dims, generator=gen) * 1.4
+        if kind == "sorted":
+            pts = pts.sort(0).values
+    pts = pts.float().contiguous()
+    if n > 10:
+        pts[:: max(n // 7, 1), 0] = float("nan")
+        pts[3, -1] = edges[-1][-1]  # on the last edge: the last bin
+        pts[4, 0] = edges[0][0]
+    return pts
+
+
+def two_stage(call):
+    """The same call through the two-stage path (any forced tier takes it; global holds every bin count)."""
+    with torch_dsmhist.force_tier("global"):
+        return call()
+
+
+@pytest.mark.parametrize("label, shape, mode", SHAPES, ids=[s[0] for s in SHAPES])
+@pytest.mark.parametrize("kind", DISTRIBUTIONS)
+def test_fused_counts_match_two_stages_and_numpy(label, shape, mode, kind, gen):
+    n = int(torch.randint(50_000, 400_000, (1,), generator=gen)) | 1  # odd
+    edges = [edges_for(b, gen) for b in shape]
+    pts = points_for(kind, n, edges, gen)
+    cuda_edges = [e.cuda() for e in edges]
+    for clamp in (False, True):
+        oor = "clamp" if clamp else "ignore"
+        if len(shape) == 1:
+            x = pts[:, 0].cuda()
+
+            def call():
+                return torch_dsmhist.histogram_edges(x, cuda_edges[0], out_of_range=oor)
+        else:
+            p = pts.cuda()
+
+            def call():
+                return torch_dsmhist.histogramdd(p, cuda_edges, out_of_range=oor)
+
+        fused = call()
+        assert torch.equal(fused, two_stage(call)), (label, kind, oor)
+        assert np.array_equal(fused.cpu().numpy().reshape(-1), reference_nd(pts, edges, clamp=clamp).reshape(-1))
+
+
+@pytest.mark.parametrize("weight_dtype", [torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("label, shape, mode", SHAPES[1:], ids=[s[0] for s in SHAPES[1:]])
+def test_fused_weighted_sums(label, shape, mode, weight_dtype, gen):
+    n = 100_003
+    edges = [edges_for(b, gen) for b in shape]
+    pts = points_for("uniform", n, edges, gen)
+    # Integer-valued weights: every order of float additions gives the same sum, so the paths must agree exactly.
+    w = torch.randint(-3, 4, (n,), generator=gen).to(weight_dtype)
+    p, cw = pts.cuda(), w.cuda()
+    cuda_edges = [e.cuda() for e in edges]
+
+    def call():
+        return torch_dsmhist.histogramdd(p, cuda_edges, weight=cw)
+
+    fused = call()
+    assert fused.dtype == (torch.float64 if weight_dtype == torch.float64 else torch.float32)
+    assert torch.equal(fused, two_stage(call))
+    np.testing.assert_array_equal(fused.double().cpu().numpy(), reference_nd(pts, edges, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.uint8])
+def test_fused_input_dtypes_and_int32_counts(dtype, gen):
+    n = 70_001
+    if dtype.is_floating_point:
+        x = (torch.randn(n, generator=gen) * 2).to(dtype)
+        edges = edges_for(300, gen).to(dtype).unique()
+    else:
+        x = torch.randint(0, 200, (n,), generator=gen).to(dtype)
+        edges = torch.sort(torch.rand(50, generator=gen, dtype=torch.float64) * 220 - 10).values
+    cx, ce = x.cuda(), edges.cuda()
+    for count_dtype in (torch.int64, torch.int32):
+        fused = torch_dsmhist.histogram_edges(cx, ce, dtype=count_dtype)
+        assert fused.dtype == count_dtype
+        assert torch.equal(fused, two_stage(lambda: torch_dsmhist.histogram_edges(cx, ce, dtype=count_dtype)))
+        assert np.array_equal(fused.cpu().numpy(), reference_nd(x.reshape(-1, 1), [edges]))
+
+
+def test_fused_strided_and_misaligned_views(gen):
+    base = torch.randn(60_001, 7, generator=gen).cuda()
+    edges = [edges_for(b, gen).cuda() for b in (40, 30)]
+    for pts in (base[1:, 2:6:3], base[::3, [4, 1]], base.t().contiguous().t()[:, 1:3]):
+        out = torch_dsmhist.histogramdd(pts, edges)
+        assert torch.equal(out, two_stage(lambda: torch_dsmhist.histogramdd(pts, edges)))
+        assert np.array_equal(out.cpu().numpy(), reference_nd(pts.cpu(), [e.cpu() for e in edges]))
+    x = base.view(-1)[1:100_000]  # misaligned by one element
+    e = edges[0]
+    assert torch.equal(torch_dsmhist.histogram_edges(x, e), two_stage(lambda: torch_dsmhist.histogram_edges(x, e)))
+
+
+def test_fused_small_and_empty_calls(gen):
+    e = edges_for(20, gen).cuda()
+    for n in (0, 1, 31, 33, 1025):
+        x = torch.randn(n, generator=gen).cuda()
+        out = torch_dsmhist.histogram_edges(x, e)
+        assert np.array_equal(out.cpu().numpy(), reference_nd(x.cpu().reshape(-1, 1), [e.cpu()])), n
+
+
+def test_fused_under_cuda_graph(gen):
+    x = torch.randn(100_000, generator=gen).cuda()
+    e = edges_for(100, gen).cuda()
+    expected = torch_dsmhist.histogram_edges(x, e)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = torch_dsmhist.histogram_edges(x, e)
+    x.copy_(torch.randn(100_000, generator=gen).cuda())
+    graph.replay()
+    assert torch.equal(captured, torch_dsmhist.histogram_edges(x, e)) and not torch.equal(captured, expected)
+
+
+LOG_SCRIPT = """
+import sys, torch, torch_dsmhist
+shapes = eval(sys.argv[1])
+for shape in shapes:
+    edges = [torch.linspace(-3, 3, b + 1, device="cuda") for b in shape]
+    pts = torch.randn(200_000, len(shape), device="cuda")
+    torch_dsmhist.histogramdd(pts, edges)
+    print("CALL", shape, file=sys.stderr, flush=True)
+with torch_dsmhist.force_tier("global"):
+    torch_dsmhist.histogramdd(pts, edges)
+    print("CALL forced", file=sys.stderr, flush=True)
+torch_dsmhist.histogramdd(pts, edges, weight=torch.rand(200_000, device="cuda", dtype=torch.float64))
+print("CALL float64 weights", file=sys.stderr, flush=True)
+torch.use_deterministic_algorithms(True)
+torch_dsmhist.histogramdd(pts, edges, weight=torch.rand(200_000, device="cuda"))
+print("CALL deterministic", file=sys.stderr, flush=True)
+"""
+
+
+def test_launch_log_names_the_fused_mode():
+    """The planner's choice per shape (what the tests above rely on to cover every mode), the two stages under a
+    forced tier and for deterministic sums."""
+    shapes = [s[1] for s in SHAPES]
+    env = dict(os.environ, DSMHIST_LOG_LAUNCHES="1")
+    result = subprocess.run(
+        [sys.executable, "-c", LOG_SCRIPT, repr(shapes)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    calls, current = [], []
+    for line in result.stderr.splitlines():
+        if line.startswith("torch_dsmhist launch:"):
+            current.append(line)
+        elif line.startswith("CALL"):
+            calls.append(current)
+            current = []
+    assert len(calls) == len(shapes) + 3, result.stderr[-3000:]
+    for (label, shape, mode), lines in zip(SHAPES, calls):
+        if mode == "two stages":
+            assert lines and not any("fused" in line for line in lines), (label, lines)
+            continue
+        assert len(lines) == 1 and "fused edges, mode " + mode + "," in lines[0], (label, lines)
+        assert re.search(rf"dims {len(shape)}, bins {int(np.prod(shape))},", lines[0]), lines[0]
+    forced, doubles, deterministic = calls[len(shapes) :]
+    assert forced and all("tier global" in line for line in forced), forced
+    assert len(doubles) == 1 and "fused edges, mode global, float64 sums" in doubles[0], doubles
+    assert deterministic and not any("fused" in line for line in deterministic), deterministic
