@@ -1,6 +1,7 @@
-"""torch_dsmhist.distributed: 2-process runs under torchrun, gloo on CPU (CI) and NCCL on 2 GPUs.
+"""torch_dsmhist.distributed: multi-process runs under torchrun, gloo on CPU (CI) and NCCL on GPUs.
 
-Each backend configuration launches `tests/distributed_scenarios.py` once under torchrun (2 ranks) and every
+Each backend configuration launches `tests/distributed_scenarios.py` once under torchrun (DSMHIST_TEST_WORLD ranks,
+2 unless set; the CUDA configurations need that many GPUs) and every
 scenario is reported here as its own test, per rank. The scenarios compare each rank's result with the
 single-process op on the concatenated shards and with the independent reference in helpers.py.
 """
@@ -17,19 +18,23 @@ import torch.distributed as dist
 import torch_dsmhist
 import torch_dsmhist.distributed as dh
 
-from conftest import MULTICAST_OFF, SEED, needs_two_gpus
+from conftest import CUDA_OK, MULTICAST_OFF, SEED
 from distributed_scenarios import CUDA_ONLY, SCENARIOS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-WORLD = 2
+WORLD = int(os.environ.get("DSMHIST_TEST_WORLD", "2"))  # the ranks of every torchrun launch (issue 53: 4 and 8)
+needs_world_gpus = pytest.mark.skipif(
+    not (CUDA_OK and torch.cuda.device_count() >= WORLD and dist.is_available() and dist.is_nccl_available()),
+    reason=f"needs {WORLD} CUDA GPUs, NCCL and a CUDA build",
+)
 CONFIGS = {
     "gloo-cpu": ("gloo", "cpu"),
     "nccl-cuda": ("nccl", "cuda"),  # the agreement check goes through NCCL (and reads back to the host)
     "gloo+nccl-cuda": ("cpu:gloo,cuda:nccl", "cuda"),  # the agreement check goes through gloo on the host
 }
 CONFIG_PARAMS = [
-    pytest.param(name, marks=[] if device == "cpu" else [needs_two_gpus]) for name, (_, device) in CONFIGS.items()
+    pytest.param(name, marks=[] if device == "cpu" else [needs_world_gpus]) for name, (_, device) in CONFIGS.items()
 ]
 
 _runs = {}

@@ -1,4 +1,4 @@
-"""The fused CUDA path of the bin-edges ops (edge_bins.cu: bin and count in one pass, in each of its modes: shared,
+"""The fused CUDA path of the bin-edges ops (edge_histogram.cu: bin and count in one pass, in each of its modes: shared,
 owned, global) against the two-stage path (a forced tier takes it) and against numpy, on the same data: adversarial
 distributions, odd sizes, strided and misaligned views, weights, clamping, every mode's bin counts. The launch log
 proves which path ran. CUDA only."""

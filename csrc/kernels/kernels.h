@@ -119,8 +119,8 @@ cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request
 // (edges_bodies.h then counts them with launch_histogram in index mode). Never synchronises with the host.
 cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream);
 
-// The fused edges path (edge_bins.cu): how a whole call of p (first_point 0, every point) would bin and count in one
-// pass into c, or fused = false where it declines (deterministic sums, an output past L2, bounds of its 32-bit
+// The fused edges path (edge_histogram.cu): how a whole call of p (first_point 0, every point) would bin and count in
+// one pass into c, or fused = false where it declines (deterministic sums, an output past L2, bounds of its 32-bit
 // counts and offsets): then the caller takes the two stages. A host-side query; it may raise the kernel's limits.
 struct EdgeHistogramPlan {
   bool fused = false;

@@ -36,7 +36,7 @@ constexpr int64_t kGlobalSumsClaimOnRepeatMinPerThread = 32;
 // docs/tiers/global.md
 constexpr int kGlobalSumsVectorsInFlight = 1;
 
-// ----- Edges (the fused path of histogram_edges / histogramdd, edge_bins.cu) ----------------------------------------
+// ----- Edges (the one pass of histogram_edges / histogramdd, edge_histogram.cu) -------------------------------------
 
 // Blocks of 512, 1024 where one block fills an SM (its shared memory); no A/B yet. docs/tiers/edges.md
 constexpr int kEdgeFusedThreads = 512;

@@ -1,0 +1,320 @@
+// The one pass of the CUDA bin-edges ops (docs/tiers/edges.md): plan_edge_histogram / launch_edge_histogram bin each
+// point and add it, with no index written to memory. The bins live in shared memory when they fit: every block keeps
+// all of them (kShared, in a few copies when they are few, so hot bins contend less), or each block of a group of
+// 2-kEdgeMaxOwnerBlocks owns a range of them and counts only the points that land there (kOwned: every block of a
+// group reads the group's points; the second read comes from L2). Past that the points add straight into the output
+// with global atomics, counts aggregated per warp (kGlobal), while the output fits comfortably in L2. What it
+// declines (deterministic sums, a forced tier, an output past L2, edges that do not fit in shared memory) takes the
+// two stages (edge_bins.cu). Each block stages the edges and a table of cells over each dim's edge range in shared
+// memory (common/edge_binning.h says why a cell lookup is exact). No host sync, no allocation: safe in CUDA graphs.
+#include "kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "../common/edge_binning.h"
+#include "device_caps.h"
+#include "edge_fused.cuh"
+#include "edge_staging.h"
+#include "tuning.h"
+
+namespace dsmhist {
+
+namespace {
+
+// Shared memory a fused block leaves for the runtime's reserve (1 KB a block on sm_80 / sm_90).
+constexpr int64_t kFusedReservedBytes = 2 * 1024;
+// The least a fused block keeps for the dims' facts and the edges' table (and the edges where they fit) beside its
+// bins.
+constexpr int64_t kFusedMinStagingBytes = 8 * 1024;
+
+// How a fused launch holds its bins (FusedMode) and where its staged edges start.
+struct FusedShape {
+  FusedMode mode = FusedMode::kShared;
+  int32_t replicas = 1;        // kShared: copies of the bins (warp w adds into copy w % replicas)
+  int32_t owners = 1;          // kOwned: blocks of a group, block rank r owning bins [r, r + 1) * bins_per_block
+  int32_t bins_per_block = 0;  // bins a block holds (0 in kGlobal)
+  int64_t staging_offset = 0;  // bytes of shared memory before the staging (the bins, 16-byte aligned)
+  int64_t facts_bytes = 0;     // each dim's DimFacts, 16-byte aligned; then the edges
+  int64_t edges_bytes = 0;     // every dim's edges, 16-byte aligned; then the packed tables
+  bool vector_points = false;  // dense 4-byte points of 1 or 2 dims at a 16-byte aligned address: vector loads
+};
+
+// ----- The fused path -----------------------------------------------------------------------------------------------
+
+// Every point of the call through `counter`: dense 4-byte points of 1 or 2 dims at a 16-byte aligned address
+// (f.vector_points) four points a thread at a time, one 16-byte load per dim; the rest kEdgePointsPerStep points a
+// thread, strided, their loads in flight together. Every loop is warp-uniform (kGlobal's warp aggregation needs
+// every lane).
+template <typename T, typename Counter, int kDims>
+__device__ __forceinline__ void count_points(const EdgeBinParams& p, const FusedShape& f, const Counter& counter) {
+  using E = edge_t<T>;
+  constexpr int kX = Counter::kX;
+  const int lane = counter.lane;
+  const int64_t warp_first = int64_t(blockIdx.x / f.owners) * blockDim.x + threadIdx.x - lane;
+  const int64_t grid_threads = int64_t(gridDim.x / f.owners) * blockDim.x;
+  const T* input = static_cast<const T*>(p.input);
+  int64_t scalar_begin = 0;  // the points before it were read as vectors
+  if constexpr (sizeof(T) == 4 && kDims > 0 && kDims <= 2) {
+    if (f.vector_points) {
+      constexpr int kPoints = 4;
+      const int64_t quads = p.points / kPoints;
+      for (int64_t q0 = warp_first; q0 < quads; q0 += grid_threads) {
+        const int64_t q = q0 + lane;
+        E x[kPoints][kDims];
+        if (q < quads) load_point_vectors<T, kDims, kPoints>(input + q * kPoints * kDims, x);
+#pragma unroll
+        for (int k = 0; k < kPoints; ++k) {
+          counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
+        }
+      }
+      scalar_begin = quads * kPoints;
+    }
+  }
+  constexpr int kSteps = kEdgePointsPerStep;
+  for (int64_t base = scalar_begin + warp_first; base < p.points; base += grid_threads * kSteps) {
+    E x[kSteps][kX];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t i = base + lane + u * grid_threads;
+      if constexpr (kDims > 0) {
+        if (i < p.points) {
+#pragma unroll
+          for (int d = 0; d < kDims; ++d) {
+            x[u][d] = static_cast<E>(to_compute(input[i * p.point_stride + d * p.dim_stride]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t i = base + lane + u * grid_threads;
+      counter.add(i < p.points ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
+    }
+  }
+}
+
+// One block's share of a call in mode kMode: count its points, then (bins in shared memory) flush its bins.
+template <FusedMode kMode, typename T, typename Acc, int kDims>
+__device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f,
+                                                const DimFacts<edge_t<T>>* facts, const edge_t<T>* edges,
+                                                const CellEntry<edge_t<T>>* table, Acc* bins) {
+  using Counter = FusedCounter<edge_t<T>, Acc, kDims, kMode>;
+  Counter counter{p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
+  if constexpr (kDims > 0) {
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
+  }
+  if constexpr (kMode == FusedMode::kOwned) {  // block `rank` of each group counts bins [lo, hi) of the group's points
+    counter.lo = static_cast<int32_t>(blockIdx.x % f.owners) * f.bins_per_block;
+    counter.hi = counter.lo + f.bins_per_block;
+  }
+  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
+  count_points<T, Counter, kDims>(p, f, counter);
+  if constexpr (kMode != FusedMode::kGlobal) {
+    __syncthreads();  // every add into the block's bins must land before they are flushed
+    for (int32_t j = threadIdx.x; j < f.bins_per_block; j += blockDim.x) {
+      const int64_t bin = int64_t(counter.lo) + j;
+      if (bin >= c.bins) break;
+      Acc sum = Acc(0);
+      for (int32_t r = 0; r < f.replicas; ++r) sum += bins[r * f.bins_per_block + j];
+      if (sum != Acc(0)) add_to_output<Acc>(c, bin, sum);
+    }
+  }
+}
+
+// One pass: stage the edges, then bin and count every point (FusedMode says where the counts go). Shared memory:
+// the bins, then each dim's facts, the edges and the packed tables.
+template <typename T, typename Acc, int kDims>
+__global__ void __launch_bounds__(kEdgeFusedMaxThreads)
+    edge_histogram_kernel(const EdgeBinParams p, const EdgeCountParams c, const EdgeTableShape shape,
+                          const FusedShape f) {
+  using E = edge_t<T>;
+  extern __shared__ __align__(16) unsigned char shared[];
+  Acc* bins = reinterpret_cast<Acc*>(shared);
+  DimFacts<E>* facts = reinterpret_cast<DimFacts<E>*>(shared + f.staging_offset);
+  E* edges = reinterpret_cast<E*>(shared + f.staging_offset + f.facts_bytes);
+  CellEntry<E>* table = reinterpret_cast<CellEntry<E>*>(shared + f.staging_offset + f.facts_bytes + f.edges_bytes);
+  const int32_t slots = f.replicas * f.bins_per_block;
+  for (int32_t j = threadIdx.x; j < slots; j += blockDim.x) bins[j] = Acc(0);
+  const E* global_edges = static_cast<const E*>(p.edges);
+  for (int64_t j = threadIdx.x; j < p.edge_offset[p.dims]; j += blockDim.x) edges[j] = global_edges[j];
+  if (threadIdx.x < p.dims) {
+    const int d = threadIdx.x;
+    DimFacts<E> facts_d;
+    facts_d.first = global_edges[p.edge_offset[d]];
+    facts_d.last = global_edges[p.edge_offset[d + 1] - 1];
+    facts_d.cells = shape.cells[d];
+    facts_d.cells_per_unit = static_cast<E>(shape.cells[d]) / (facts_d.last - facts_d.first);
+    facts_d.top_cell = static_cast<E>(shape.cells[d] - 1);
+    facts_d.edge_begin = static_cast<int32_t>(p.edge_offset[d]);
+    facts_d.edge_count = static_cast<int32_t>(p.edge_offset[d + 1] - p.edge_offset[d]);
+    facts_d.table_begin = shape.table_offset[d];
+    facts_d.flat_stride = static_cast<int32_t>(p.flat_stride[d]);
+    facts[d] = facts_d;
+  }
+  __syncthreads();  // the tables are built from the staged edges and facts (and the bins are zeroed before any add)
+  for (int d = 0; d < p.dims; ++d) {
+    build_cell_entries<E>(edges + facts[d].edge_begin, facts[d], table + facts[d].table_begin);
+  }
+  __syncthreads();  // no point may be binned before every table is complete
+  switch (f.mode) {
+    case FusedMode::kShared:
+      count_and_flush<FusedMode::kShared, T, Acc, kDims>(p, c, f, facts, edges, table, bins);
+      break;
+    case FusedMode::kOwned:
+      count_and_flush<FusedMode::kOwned, T, Acc, kDims>(p, c, f, facts, edges, table, bins);
+      break;
+    default:
+      count_and_flush<FusedMode::kGlobal, T, Acc, kDims>(p, c, f, facts, edges, table, bins);
+      break;
+  }
+}
+
+template <typename T, typename Acc>
+const void* fused_kernel(int dims) {
+  switch (dims) {
+    case 1:
+      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1>);
+    case 2:
+      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 2>);
+    default:
+      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 0>);
+  }
+}
+
+template <typename T>
+const void* fused_kernel(AccKind acc, int dims) {
+  switch (acc) {
+    case AccKind::kCount:
+      return fused_kernel<T, uint32_t>(dims);
+    case AccKind::kFloat:
+      return fused_kernel<T, float>(dims);
+    case AccKind::kDouble:  // rare: float64 weights take the generic-dims kernel only
+      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, double, 0>);
+    default:
+      return nullptr;  // deterministic sums: two stages
+  }
+}
+
+int64_t acc_bytes_of(AccKind acc) { return acc == AccKind::kDouble ? 8 : 4; }
+
+// The fused launch of a call, or plan->fused = false where it declines.
+template <typename T>
+cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int device, EdgeHistogramPlan* plan,
+                       FusedShape* f, EdgeTableShape* table) {
+  using E = edge_t<T>;
+  *plan = EdgeHistogramPlan{};
+  const void* kernel = fused_kernel<T>(c.acc, p.dims);
+  // int32 offsets in the search, 32-bit shared counts: edges and points past those bounds take two stages.
+  if (kernel == nullptr || p.edge_offset[p.dims] > INT32_MAX / 2 || c.bins > INT32_MAX / 2) return cudaSuccess;
+  DeviceCaps caps;
+  cudaError_t err = device_caps(device, &caps);
+  if (err != cudaSuccess) return err;
+  err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
+  if (err != cudaSuccess) return err;
+  const int64_t acc_bytes = acc_bytes_of(c.acc);
+  const int64_t usable = caps.shared_optin - kFusedReservedBytes;
+  const int64_t bins_bytes = c.bins * acc_bytes;
+  if (bins_bytes + kFusedMinStagingBytes <= usable) {
+    f->mode = FusedMode::kShared;
+    f->replicas = static_cast<int32_t>(std::max<int64_t>(
+        1, std::min<int64_t>(kEdgeMaxReplicas, kEdgeReplicaBytes / std::max<int64_t>(bins_bytes, 1))));
+    while (f->replicas & (f->replicas - 1)) --f->replicas;  // a power of two: warps spread evenly over the copies
+    f->owners = 1;
+    f->bins_per_block = static_cast<int32_t>(c.bins);
+  } else {
+    f->owners = 0;
+    for (int owners = 2; owners <= kEdgeMaxOwnerBlocks; ++owners) {
+      if ((c.bins + owners - 1) / owners * acc_bytes + kFusedMinStagingBytes <= usable) {
+        f->owners = owners;
+        break;
+      }
+    }
+    if (f->owners > 0) {
+      f->mode = FusedMode::kOwned;
+      f->replicas = 1;
+      f->bins_per_block = static_cast<int32_t>((c.bins + f->owners - 1) / f->owners);
+    } else if (c.bins * output_bytes(c.output_type) <= kEdgeGlobalMaxOutputBytes) {
+      f->mode = FusedMode::kGlobal;
+      f->owners = 1;
+      f->replicas = 1;
+      f->bins_per_block = 0;
+    } else {
+      return cudaSuccess;  // an output past L2: two stages, whose counting tiers are built for it
+    }
+  }
+  const int64_t bins_region = round_up16(int64_t(f->replicas) * f->bins_per_block * acc_bytes);
+  f->staging_offset = bins_region;
+  f->vector_points = sizeof(T) == 4 && (p.dims == 1 || p.dims == 2) && p.point_stride == p.dims &&
+                     (p.dims == 1 || p.dim_stride == 1) && reinterpret_cast<uintptr_t>(p.input) % 16 == 0;
+  f->facts_bytes = round_up16(p.dims * static_cast<int64_t>(sizeof(DimFacts<E>)));
+  f->edges_bytes = round_up16(p.edge_offset[p.dims] * static_cast<int64_t>(sizeof(E)));
+  // Staging takes what keeps two blocks on an SM where that leaves it room, else what one block may have; the edges
+  // must fit in it beside a table of a cell per four edges, or the call takes two stages.
+  const int64_t two_blocks = caps.shared_per_sm / 2 - kFusedReservedBytes - bins_region;
+  const int64_t budget = std::min(usable - bins_region, std::max(two_blocks, kFusedMinStagingBytes));
+  constexpr int64_t kEntryBytes = sizeof(CellEntry<E>);
+  int64_t wanted_slots = 0, least_slots = 0;
+  table_slots_of(p, kEdgeCellsPerEdge, &wanted_slots, &least_slots);
+  const int64_t table_budget = budget - f->facts_bytes - f->edges_bytes;
+  if (table_budget < least_slots * kEntryBytes) return cudaSuccess;
+  *table = cells_within(p, table_budget / kEntryBytes, /*edges_in_shared=*/true, kEdgeCellsPerEdge);
+  const int64_t shared_bytes = bins_region + f->facts_bytes + f->edges_bytes + int64_t(table->table_ints) * kEntryBytes;
+  int threads = kEdgeFusedThreads;
+  int per_sm = 1;
+  err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
+  if (err != cudaSuccess) return err;
+  if (per_sm * threads < kEdgeFusedMaxThreads) {  // one block an SM: the most threads it may have
+    threads = kEdgeFusedMaxThreads;
+    err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
+    if (err != cudaSuccess) return err;
+  }
+  const int64_t resident_groups = std::max<int64_t>(1, int64_t(per_sm) * caps.sm_count / f->owners);
+  const int64_t wanted_groups =
+      (p.points + int64_t(threads) * kEdgeMinPointsPerThread - 1) / (int64_t(threads) * kEdgeMinPointsPerThread);
+  const int64_t groups = std::max<int64_t>(1, std::min(resident_groups, wanted_groups));
+  // A block's 32-bit counts: at most points / groups adds from its own group, rounded up to its threads' steps.
+  if (f->mode != FusedMode::kGlobal && (p.points / groups + int64_t(threads) * kEdgePointsPerStep) >= UINT32_MAX) {
+    return cudaSuccess;
+  }
+  plan->fused = true;
+  plan->mode = f->mode == FusedMode::kShared ? "shared" : (f->mode == FusedMode::kOwned ? "owned" : "global");
+  plan->grid = groups * f->owners;
+  plan->threads = threads;
+  plan->shared_bytes = shared_bytes;
+  plan->replicas = f->replicas;
+  plan->owners = f->owners;
+  plan->edges_in_shared = table->edges_in_shared;
+  plan->kernel = kernel;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t plan_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, EdgeHistogramPlan* plan) {
+  FusedShape f;
+  EdgeTableShape table;
+  return visit_input_type(
+      p.input_type, [&](auto tag) { return plan_typed<typename decltype(tag)::type>(p, c, device, plan, &f, &table); });
+}
+
+cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream) {
+  EdgeHistogramPlan plan;
+  FusedShape f;
+  EdgeTableShape table;
+  cudaError_t err = visit_input_type(p.input_type, [&](auto tag) {
+    return plan_typed<typename decltype(tag)::type>(p, c, device, &plan, &f, &table);
+  });
+  if (err != cudaSuccess) return err;
+  if (!plan.fused) return cudaErrorNotSupported;  // the caller plans first and takes two stages where declined
+  err = cudaMemsetAsync(c.output, 0, static_cast<size_t>(c.bins * output_bytes(c.output_type)), stream);
+  if (err != cudaSuccess || p.points == 0) return err;
+  void* args[] = {const_cast<EdgeBinParams*>(&p), const_cast<EdgeCountParams*>(&c), &table, &f};
+  err = cudaLaunchKernel(plan.kernel, dim3(static_cast<unsigned int>(plan.grid)), dim3(plan.threads), args,
+                         static_cast<size_t>(plan.shared_bytes), stream);
+  return err == cudaSuccess ? cudaGetLastError() : err;
+}
+
+}  // namespace dsmhist
