@@ -103,7 +103,10 @@ def test_scenario(config, scenario, tmp_path_factory):
 
 
 def test_check_false_different_bins_aborts_under_gloo(tmp_path_factory):
-    """check=False and different bins: nothing tells the ranks apart, and gloo aborts a process (SIGABRT)."""
+    """check=False and different bins: nothing tells the ranks apart, and on 2 ranks gloo aborts a process (SIGABRT).
+    On 4 ranks the same call returned without error on every rank (docs/api.md says so): only 2 is asserted."""
+    if WORLD != 2:
+        pytest.skip(f"gloo's abort on mismatched sizes is asserted on 2 ranks; at {WORLD} it returned (docs/api.md)")
     run = launch("gloo-cpu", tmp_path_factory, only="check_false_different_bins_aborts", timeout=120)
     assert run["returncode"] not in (None, 0), run["log"]
     assert "Received data size doesn't match expected size" in run["log"], run["log"]
