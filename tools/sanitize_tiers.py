@@ -349,8 +349,9 @@ def bin_index_cases(gen: torch.Generator):
 
 
 def edges_cases(gen: torch.Generator):
-    """The edges stage (histogram_edges, histogramdd): misaligned, strided, NaN, clamp and weighted calls, edges from
-    a few bins up to more than the shared-memory lookup table holds; checked against the CPU implementation."""
+    """The edges ops (histogram_edges, histogramdd), the one pass in each of its modes and the two stages where it
+    declines: misaligned, strided, NaN, clamp and weighted calls, edges from a few bins up to more than shared memory
+    holds; checked against the CPU implementation."""
     values = make_range_values(20011, -1.0, 1.0, torch.float32, "uniform", gen)
     values[::97] = float("nan")
     weights = torch.rand(20011, generator=gen, dtype=torch.float64)
@@ -378,6 +379,15 @@ def edges_cases(gen: torch.Generator):
         None,
         lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
         lambda: torch_dsmhist.histogramdd(points[1:, :], grid),
+    )
+    # The one pass's modes (docs/tiers/edges.md): 5x64x200 bins above is "owned"; 1024x1024 is "global".
+    wide = [torch.sort(torch.rand(1025, generator=gen) * 2 - 1).values for _ in range(2)]
+    yield (
+        "auto histogramdd 1024x1024 (global atomics)",
+        "auto",
+        None,
+        lambda p=points[1:, :2].cuda(), g=[e.cuda() for e in wide]: torch_dsmhist.histogramdd(p, g),
+        lambda: torch_dsmhist.histogramdd(points[1:, :2], wide),
     )
 
 
