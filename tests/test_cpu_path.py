@@ -204,3 +204,23 @@ def test_auto_mode_without_a_gpu_builds_cpu_only_and_says_so():
         "torch_dsmhist: no CUDA GPU visible, building the CPU-only extension "
         "(DSMHIST_CUDA=1 or TORCH_CUDA_ARCH_LIST builds the CUDA kernels anyway)"
     ]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8])
+@pytest.mark.parametrize("distribution", ["uniform", "one_hot", "sorted", "two_edges"])
+def test_short_byte_rows_count_raw_patterns(dtype, distribution, gen):
+    """Batched 1-byte rows shorter than kLongRow count raw byte patterns per row (4 tables, 4 bytes at a time): every
+    binning rule, odd row lengths (a tail of 1-3 bytes), strided and misaligned rows, int32 and int64 counts, any
+    thread count; against the reference, row by row."""
+    for rows, length in ((192, 50_177), (7, 3), (33, 1_001)):
+        x = make_index_values(rows * length + 1, 256, dtype, distribution, gen)[1:].view(rows, length)  # misaligned
+        for bins, lo, hi, rule in ((256, None, None, "ignore"), (100, None, None, "clamp"), (7, -5.0, 90.5, "ignore")):
+            expected = torch.stack([reference_histogram(row, bins, lo, hi, out_of_range=rule) for row in x])
+            for out_dtype in (torch.int64, torch.int32):
+                got = with_each_thread_count(
+                    lambda: torch_dsmhist.batched_histogram(x, bins, lo, hi, out_of_range=rule, dtype=out_dtype)
+                )
+                assert all(torch.equal(g, expected.to(out_dtype)) for g in got), (rows, length, bins, rule, out_dtype)
+        strided = x[:, ::3]
+        expected = torch.stack([reference_histogram(row, 256) for row in strided])
+        assert torch.equal(torch_dsmhist.batched_histogram(strided, 256), expected), (rows, length)

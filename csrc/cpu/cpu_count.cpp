@@ -155,6 +155,42 @@ void count_short_rows(const HistogramParams& p, const BinOf& bin_of, Out* out) {
   });
 }
 
+// One row per thread for 1-byte rows shorter than kLongRow: each row's raw byte patterns into 4 interleaved uint32
+// tables (a row is below 2^32 elements), then their totals to the row's bins through the table, as
+// count_raw_patterns does for one histogram. Against count_short_rows's table lookup and add into the int64 row per
+// byte: see docs/perf-log/2026-11-cpu.md (2026-11-26).
+template <typename T, typename Out>
+void count_short_rows_raw(const HistogramParams& p, const TableBinner<T>& table, Out* out) {
+  using C = CountOf<Out>;
+  constexpr int64_t kPatterns = 256, kWays = 4;
+  const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / std::max<int64_t>(p.row_length, 1));
+  at::parallel_for(0, p.rows, grain, [&](int64_t first, int64_t last) {
+    uint32_t ways[kWays * kPatterns];
+    for (int64_t row = first; row < last; ++row) {
+      std::fill(ways, ways + kWays * kPatterns, 0u);
+      for_each_run<T>(p, row * p.row_length, (row + 1) * p.row_length,
+                      [&](const T* x, int64_t stride, int64_t, int64_t, int64_t count, int64_t) {
+                        int64_t i = 0;
+                        for (; i + kWays <= count; i += kWays) {  // element k of each group to table k: no chain
+                          ways[RawPattern<T>::of(x[i * stride])] += 1;
+                          ways[kPatterns + RawPattern<T>::of(x[(i + 1) * stride])] += 1;
+                          ways[2 * kPatterns + RawPattern<T>::of(x[(i + 2) * stride])] += 1;
+                          ways[3 * kPatterns + RawPattern<T>::of(x[(i + 3) * stride])] += 1;
+                        }
+                        for (; i < count; ++i) ways[RawPattern<T>::of(x[i * stride])] += 1;
+                      });
+      C* counts = reinterpret_cast<C*>(out + row * p.output_row_stride);
+      if (!p.accumulate) std::memset(counts, 0, static_cast<size_t>(p.bins * sizeof(C)));
+      for (int64_t r = 0; r < kPatterns; ++r) {
+        const int64_t bin = table.bin_of[r];
+        if (bin < 0) continue;
+        counts[bin] +=
+            static_cast<C>(ways[r] + ways[kPatterns + r] + ways[2 * kPatterns + r] + ways[3 * kPatterns + r]);
+      }
+    }
+  });
+}
+
 template <typename T, typename Out>
 void count(const HistogramParams& p) {
   Out* out = static_cast<Out*>(p.output);
@@ -162,7 +198,7 @@ void count(const HistogramParams& p) {
   const bool one = p.output_row_stride == 0;
   if constexpr (RawPattern<T>::kUsable && RawPattern<T>::kCount == 256) {
     const TableBinner<T> table(binner);
-    one ? count_raw_patterns<T>(p, table, out) : count_short_rows<T>(p, table, out);
+    one ? count_raw_patterns<T>(p, table, out) : count_short_rows_raw<T>(p, table, out);
   } else if constexpr (RawPattern<T>::kUsable) {
     if (p.elements() >= kRawCount16MinElements) {
       const TableBinner<T> table(binner);
