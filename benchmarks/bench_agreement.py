@@ -234,6 +234,11 @@ def write_section(args: argparse.Namespace, results: Sequence[dict]) -> None:
     print(section, flush=True)
 
 
-if __name__ == "__main__":
+def main() -> int:
+    """--sweep: launch each world size and write the section; else one rank of a torchrun launch."""
     arguments = parse_args()
-    sys.exit(sweep_main(arguments) if arguments.sweep else rank_main(arguments))
+    return sweep_main(arguments) if arguments.sweep else rank_main(arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
