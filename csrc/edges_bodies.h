@@ -1,8 +1,9 @@
-// The bodies of the bin-edges ops, once for every device (as op_bodies.h): check -> output -> bin the points into
-// int32 flat bins, a bounded chunk at a time (Backend::edge_bins) -> count each chunk with the index-mode histogram
-// (Backend::histogram, adding into the output after the first chunk). Every tier thereby counts N-D histograms
-// unchanged, and the memory beyond the output is one chunk's indices (kEdgeChunkPoints int32) and the edges (plus a
-// copy of an input whose elements are not one dense block, and of a weight laid out unlike the input: points_of).
+// The bodies of the bin-edges ops, once for every device (as op_bodies.h): check -> output -> the backend's one pass
+// where it has one for the call (Backend::edge_histogram: CUDA, docs/tiers/edges.md), else two stages: bin the points
+// into int32 flat bins, a bounded chunk at a time (Backend::edge_bins) -> count each chunk with the index-mode
+// histogram (Backend::histogram, adding into the output after the first chunk), so every tier counts N-D histograms
+// unchanged. Memory beyond the output: the edges, one chunk's indices in two stages (kEdgeChunkPoints int32), and a
+// copy of an input whose elements are not one dense block, and of a weight laid out unlike the input (points_of).
 //
 // A backend adds to op_bodies.h's members:
 //   // Sorted-edges check where it needs no host sync (the CPU); nothing on CUDA.
