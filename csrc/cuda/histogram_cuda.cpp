@@ -147,19 +147,18 @@ struct CudaBackend {
     const c10::cuda::CUDAGuard guard(input.device());
     const int device = input.get_device();
     EdgeHistogramPlan plan;
-    C10_CUDA_CHECK(plan_edge_histogram(p, counts, device, &plan));
+    C10_CUDA_CHECK(launch_edge_histogram(p, counts, device, c10::cuda::getCurrentCUDAStream(), &plan));
     if (!plan.fused) return false;
     if (log_launches()) {
       std::fprintf(stderr,
                    "torch_dsmhist launch: %s on cuda:%d: fused edges, mode %s, %s of %s, dims %d, bins %lld, points "
-                   "%lld, grid %lld, threads %d, shared %lld bytes/block, replicas %d, owners %d, edges in %s\n",
+                   "%lld, grid %lld, threads %d, shared %lld bytes/block, replicas %d, owners %d\n",
                    op, device, plan.mode, acc_name(counts.acc), input_type_name(p.input_type), p.dims,
                    static_cast<long long>(counts.bins), static_cast<long long>(p.points),
                    static_cast<long long>(plan.grid), plan.threads, static_cast<long long>(plan.shared_bytes),
-                   plan.replicas, plan.owners, plan.edges_in_shared ? "shared memory" : "global memory");
+                   plan.replicas, plan.owners);
       std::fflush(stderr);
     }
-    C10_CUDA_CHECK(launch_edge_histogram(p, counts, device, c10::cuda::getCurrentCUDAStream()));
     return true;
   }
 

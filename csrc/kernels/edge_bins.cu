@@ -29,22 +29,7 @@ constexpr int kEdgeBlocksPerSm = 8;
 // stages: a kernel with static shared memory could not be given the device's whole opt-in limit).
 constexpr int64_t kDimFactsBytes = 2 * kMaxEdgeDims * int64_t(sizeof(double));
 
-// ----- Staging the edges (both paths) -----------------------------------------------------------------------------
-
-// How many of a dim's `count` sorted edges lie in cells below c: a lower bound over the edges' cells, which sorted
-// edges keep in order. (Unsorted edges give some count in [0, count]: unspecified bins, still inside the output.)
-template <typename E>
-__device__ int32_t edges_below_cell(const E* edges, int64_t count, E first, E cells_per_unit, int32_t cells,
-                                    int32_t c) {
-  int64_t lo = 0, n = count;
-  while (n > 0) {
-    const int64_t half = n >> 1;
-    const bool below = edge_cell(edges[lo + half], first, cells_per_unit, cells) < c;
-    lo = below ? lo + half + 1 : lo;
-    n = below ? n - half - 1 : half;
-  }
-  return static_cast<int32_t>(lo);
-}
+// ----- Staging the edges -------------------------------------------------------------------------------------------
 
 // One dim's cell table for the two stages, built by the whole block: cells + 1 entries, entry c the edges below cell c,
 // so a value of cell c searches [table[c], table[c + 1]).
@@ -52,7 +37,8 @@ template <typename E>
 __device__ void build_cell_table(const E* edges, int64_t count, E first, E cells_per_unit, int32_t cells,
                                  int32_t* table) {
   for (int32_t c = threadIdx.x; c <= cells; c += blockDim.x) {
-    table[c] = edges_below_cell(edges, count, first, cells_per_unit, cells, c);
+    table[c] = static_cast<int32_t>(edges_below_cell<E, int64_t>(
+        edges, count, c, [&](E edge) { return edge_cell(edge, first, cells_per_unit, cells); }));
   }
 }
 
@@ -96,6 +82,7 @@ __device__ StagedEdges<E> stage_edges(const EdgeBinParams& p, const EdgeTableSha
   __syncthreads();  // no point may be binned before the whole table is in place
   return StagedEdges<E>{edges, table, first_edge, cells_per_unit};
 }
+
 // ----- The two-stage path: int32 flat bins of a chunk ---------------------------------------------------------------
 
 template <typename T>
@@ -124,6 +111,8 @@ __global__ void __launch_bounds__(kEdgeBinThreads) edge_bin_kernel(EdgeBinParams
   }
 }
 
+// The staging within `budget` bytes: the dims' facts, the edges where they fit beside a table of a cell per four
+// edges, and the table (a cell an edge where it fits).
 template <typename E>
 EdgeTableShape table_shape(const EdgeBinParams& p, int64_t budget) {
   budget -= kDimFactsBytes;
@@ -155,6 +144,7 @@ cudaError_t launch_bins_typed(const EdgeBinParams& p, int device, cudaStream_t s
           p, shape);
   return cudaGetLastError();
 }
+
 }  // namespace
 
 cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream) {

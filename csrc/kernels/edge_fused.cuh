@@ -11,6 +11,7 @@
 
 #include "../common/call.h"
 #include "../common/edge_binning.h"
+#include "edge_staging.h"
 
 namespace dsmhist {
 
@@ -47,17 +48,8 @@ struct alignas(2 * sizeof(E)) CellEntry {
 // Builds one dim's fused table (cells entries), by the whole block.
 template <typename E>
 __device__ void build_cell_entries(const E* edges, const DimFacts<E>& d, CellEntry<E>* entries) {
-  // How many edges lie in cells below c (sorted edges keep their cells in order; unsorted ones give some count in
-  // [0, edge_count]: unspecified bins, still inside the output).
   const auto below = [&](int32_t c) {
-    int32_t lo = 0, n = d.edge_count;
-    while (n > 0) {
-      const int32_t half = n >> 1;
-      const bool is_below = fused_cell(edges[lo + half], d) < c;
-      lo = is_below ? lo + half + 1 : lo;
-      n = is_below ? n - half - 1 : half;
-    }
-    return lo;
+    return edges_below_cell<E, int32_t>(edges, d.edge_count, c, [&](E edge) { return fused_cell(edge, d); });
   };
   for (int32_t c = threadIdx.x; c < d.cells; c += blockDim.x) {
     const int32_t first = below(c);

@@ -1,9 +1,9 @@
-// The one pass of the CUDA bin-edges ops (docs/tiers/edges.md): plan_edge_histogram / launch_edge_histogram bin each
-// point and add it, with no index written to memory. The bins live in shared memory when they fit: every block keeps
-// all of them (kShared, in a few copies when they are few, so hot bins contend less), or each block of a group of
-// 2-kEdgeMaxOwnerBlocks owns a range of them and counts only the points that land there (kOwned: every block of a
-// group reads the group's points; the second read comes from L2). Past that the points add straight into the output
-// with global atomics, counts aggregated per warp (kGlobal), while the output fits comfortably in L2. What it
+// The one pass of the CUDA bin-edges ops (docs/tiers/edges.md): launch_edge_histogram plans a call and, where it
+// takes it, bins each point and adds it, with no index written to memory. The bins live in shared memory when they fit:
+// every block keeps all of them (kShared, in a few copies when they are few, so hot bins contend less), or each block
+// of a group of 2-kEdgeMaxOwnerBlocks owns a range of them and counts only the points that land there (kOwned: every
+// block of a group reads the group's points; the second read comes from L2). Past that the points add straight into the
+// output with global atomics, counts aggregated per warp (kGlobal), while the output fits comfortably in L2. What it
 // declines (deterministic sums, a forced tier, an output past L2, edges that do not fit in shared memory) takes the
 // two stages (edge_bins.cu). Each block stages the edges and a table of cells over each dim's edge range in shared
 // memory (common/edge_binning.h says why a cell lookup is exact). No host sync, no allocation: safe in CUDA graphs.
@@ -17,6 +17,7 @@
 #include "device_caps.h"
 #include "edge_fused.cuh"
 #include "edge_staging.h"
+#include "tier_host.h"
 #include "tuning.h"
 
 namespace dsmhist {
@@ -198,8 +199,6 @@ const void* fused_kernel(AccKind acc, int dims) {
   }
 }
 
-int64_t acc_bytes_of(AccKind acc) { return acc == AccKind::kDouble ? 8 : 4; }
-
 // The fused launch of a call, or plan->fused = false where it declines.
 template <typename T>
 cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int device, EdgeHistogramPlan* plan,
@@ -214,7 +213,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   if (err != cudaSuccess) return err;
   err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
   if (err != cudaSuccess) return err;
-  const int64_t acc_bytes = acc_bytes_of(c.acc);
+  const int64_t acc_bytes = accumulator_bytes(c.acc);
   const int64_t usable = caps.shared_optin - kFusedReservedBytes;
   const int64_t bins_bytes = c.bins * acc_bytes;
   if (bins_bytes + kFusedMinStagingBytes <= usable) {
@@ -286,34 +285,24 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   plan->shared_bytes = shared_bytes;
   plan->replicas = f->replicas;
   plan->owners = f->owners;
-  plan->edges_in_shared = table->edges_in_shared;
   plan->kernel = kernel;
   return cudaSuccess;
 }
 
 }  // namespace
 
-cudaError_t plan_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, EdgeHistogramPlan* plan) {
+cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream,
+                                  EdgeHistogramPlan* plan) {
   FusedShape f;
   EdgeTableShape table;
-  return visit_input_type(
+  cudaError_t err = visit_input_type(
       p.input_type, [&](auto tag) { return plan_typed<typename decltype(tag)::type>(p, c, device, plan, &f, &table); });
-}
-
-cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream) {
-  EdgeHistogramPlan plan;
-  FusedShape f;
-  EdgeTableShape table;
-  cudaError_t err = visit_input_type(p.input_type, [&](auto tag) {
-    return plan_typed<typename decltype(tag)::type>(p, c, device, &plan, &f, &table);
-  });
-  if (err != cudaSuccess) return err;
-  if (!plan.fused) return cudaErrorNotSupported;  // the caller plans first and takes two stages where declined
+  if (err != cudaSuccess || !plan->fused) return err;  // declined: nothing launched, nothing written
   err = cudaMemsetAsync(c.output, 0, static_cast<size_t>(c.bins * output_bytes(c.output_type)), stream);
   if (err != cudaSuccess || p.points == 0) return err;
   void* args[] = {const_cast<EdgeBinParams*>(&p), const_cast<EdgeCountParams*>(&c), &table, &f};
-  err = cudaLaunchKernel(plan.kernel, dim3(static_cast<unsigned int>(plan.grid)), dim3(plan.threads), args,
-                         static_cast<size_t>(plan.shared_bytes), stream);
+  err = cudaLaunchKernel(plan->kernel, dim3(static_cast<unsigned int>(plan->grid)), dim3(plan->threads), args,
+                         static_cast<size_t>(plan->shared_bytes), stream);
   return err == cudaSuccess ? cudaGetLastError() : err;
 }
 

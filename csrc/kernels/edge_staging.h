@@ -1,5 +1,6 @@
 // What both CUDA edges paths share (edge_bins.cu: the two stages; edge_histogram.cu: the one pass): the shape of a
-// block's cell tables and how many cells each dim gets within a budget. Host and device; no torch header.
+// block's cell tables, how many cells each dim gets within a budget, and the count of edges below a cell. Host and
+// device; no torch header.
 #pragma once
 
 #include <algorithm>
@@ -52,6 +53,19 @@ inline EdgeTableShape cells_within(const EdgeBinParams& p, int64_t slots, bool e
   return shape;
 }
 
-// The two stages' staging within `budget` bytes: the dims' facts, the edges where they fit beside a table of a cell
+// How many of a dim's `count` sorted edges lie in cells below c, for a monotone cell function cell_of: a lower bound
+// over the edges' cells, which sorted edges keep in order. (Unsorted edges give some count in [0, count]: unspecified
+// bins, still inside the output.) Both paths build their cell tables with it, each with its own cell function.
+template <typename E, typename I, typename CellOf>
+DSMHIST_HD I edges_below_cell(const E* edges, I count, int32_t c, const CellOf& cell_of) {
+  I lo = 0, n = count;
+  while (n > 0) {
+    const I half = n >> 1;
+    const bool below = cell_of(edges[lo + half]) < c;
+    lo = below ? lo + half + 1 : lo;
+    n = below ? n - half - 1 : half;
+  }
+  return lo;
+}
 
 }  // namespace dsmhist

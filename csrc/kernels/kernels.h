@@ -119,9 +119,11 @@ cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request
 // (edges_bodies.h then counts them with launch_histogram in index mode). Never synchronises with the host.
 cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream);
 
-// The fused edges path (edge_histogram.cu): how a whole call of p (first_point 0, every point) would bin and count in
-// one pass into c, or fused = false where it declines (deterministic sums, an output past L2, bounds of its 32-bit
-// counts and offsets): then the caller takes the two stages. A host-side query; it may raise the kernel's limits.
+// The fused edges path (edge_histogram.cu): plans a whole call of p (first_point 0, every point) into c and, where it
+// takes it (plan->fused), zeroes c's output and bins and counts in one pass on `stream`. Where it declines
+// (deterministic sums, an output past L2, edges that do not fit, bounds of its 32-bit counts and offsets) nothing is
+// launched or written, and the caller takes the two stages. The planning is host-side; it may raise the kernel's
+// limits.
 struct EdgeHistogramPlan {
   bool fused = false;
   const char* mode = "";  // "shared" (every block all bins), "owned" (a group's blocks split them), "global"
@@ -130,12 +132,10 @@ struct EdgeHistogramPlan {
   int64_t shared_bytes = 0;
   int replicas = 0;  // copies of the bins in a block (mode shared)
   int owners = 0;    // blocks that split the bins (mode owned; 1 elsewhere)
-  bool edges_in_shared = false;
   const void* kernel = nullptr;
 };
-cudaError_t plan_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, EdgeHistogramPlan* plan);
-// Zeroes c's output and runs the fused path on `stream` (a call plan_edge_histogram declines: cudaErrorNotSupported).
-cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream);
+cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream,
+                                  EdgeHistogramPlan* plan);
 
 // Bytes of device workspace the planned tier needs for the call p (0 for most tiers; tier "partition": at most
 // kPartitionWorkspaceBytes); the caller points p.workspace at that many bytes (256-byte aligned) before launching.
