@@ -841,3 +841,44 @@ def test_input_on_a_non_current_device(gen):
     out = torch_dsmhist.histogram(x.to("cuda:1"), 300)
     assert out.device == torch.device("cuda:1")
     assert torch.equal(out.cpu(), reference_histogram(x, 300))
+
+
+@pytest.mark.parametrize("input_dtype", [torch.uint8, torch.int16, torch.int32, torch.int64, torch.float32])
+def test_float32_weights_loaded_beside_their_values(input_dtype, gen):
+    """Float32 weights are loaded with their values' 16-byte vectors (16, 8 or 4 bytes a load) where they sit at the
+    input's alignment, one by one where they do not, and element by element with strided weights. Every offset of the
+    weights against the input (0-3 elements, so each case of the load), strided weights and batched rows whose starts
+    shift the alignment row by row; tiers shared and global forced and the planner's choice; float32 sums of integer
+    weights, the deterministic path and float64 sums (histogram_add_ into float64) of scaled weights (exact in
+    float32): each equal to the float64 reference (so the tiers and the two loads agree bit for bit)."""
+    bins, n, rows, row_length = 251, 100003, 7, 1001
+    x = make_index_values(n + 4, bins, torch.int32 if input_dtype.is_floating_point else input_dtype, "uniform", gen)
+    x = x.to(input_dtype)
+    integers, scaled = exact_weights(2 * n + 8, gen)
+    rng = (0.0, float(bins)) if input_dtype.is_floating_point else (None, None)
+    xc = x.cuda()
+    for tier in ("auto", "shared", "global"):
+        for kind in SUM_KINDS:
+            wc = (integers if kind == "float32" else scaled).float().cuda()
+            out_dtype = torch.float64 if kind == "float64" else torch.float32
+            layouts = {f"input +{i}, weights +{j}": (slice(i, i + n), wc[j : j + n]) for i in (0, 1) for j in range(4)}
+            layouts["strided weights"] = (slice(0, n), wc[: 2 * n : 2])
+            for name, (xs, w) in layouts.items():
+                with torch_dsmhist.force_tier(tier), deterministic_algorithms(kind == "deterministic"):
+                    if kind == "float64":
+                        got = torch.zeros(bins, dtype=torch.float64, device="cuda")
+                        torch_dsmhist.histogram_add_(got, xc[xs], *rng, weight=w)
+                    else:
+                        got = torch_dsmhist.histogram(xc[xs], bins, *rng, weight=w)
+                expected = reference_histogram(x[xs], bins, *rng, weight=w.cpu()).to(out_dtype)
+                assert torch.equal(got.cpu(), expected), (tier, kind, name, input_dtype)
+            if kind == "float64":
+                continue  # batched_histogram sums float32 weights in float32
+            batch = xc[: rows * row_length].view(rows, row_length)
+            w = wc[1 : 1 + rows * row_length].view(rows, row_length)
+            with torch_dsmhist.force_tier(tier), deterministic_algorithms(kind == "deterministic"):
+                got = torch_dsmhist.batched_histogram(batch, bins, *rng, weight=w).cpu()
+            expected = torch.stack(
+                [reference_histogram(r, bins, *rng, weight=rw) for r, rw in zip(batch.cpu(), w.cpu())]
+            ).to(out_dtype)
+            assert torch.equal(got, expected), (tier, kind, "batched", input_dtype)

@@ -14,14 +14,16 @@ namespace dsmhist {
 namespace detail {
 
 // ----- Accumulation policies -------------------------------------------------------------------------------------
-// contribution(): what an element adds to its bin (0: nothing); combine(): two contributions to one bin as one (what
-// adding both does); add_shared(): into a block's shared bins; add_global(): into the destination (atomically);
-// store(): the one block that owns an output row writes a bin.
+// contribution(): what an element adds to its bin (0: nothing), given its weight's offset or, where kTakesWeights,
+// the float32 weight itself (loaded beside the value: for_each_element); combine(): two contributions to one bin as
+// one (what adding both does); add_shared(): into a block's shared bins; add_global(): into the destination
+// (atomically); store(): the one block that owns an output row writes a bin.
 
 // Counts: 32-bit in shared memory, widened to int64 (or added as uint32 to int32) in the output.
 struct CountPolicy {
   using Acc = uint32_t;
   static constexpr bool kMayStore = true;
+  static constexpr bool kTakesWeights = false;
   __device__ static Acc contribution(const HistogramParams&, int64_t, int64_t) { return 1u; }
   __device__ static Acc combine(Acc a, Acc b) { return a + b; }
   __device__ static void add_shared(Acc* slot, Acc value) { atomicAdd(slot, value); }
@@ -48,8 +50,12 @@ template <typename F>
 struct WeightPolicy {
   using Acc = F;
   static constexpr bool kMayStore = true;
+  static constexpr bool kTakesWeights = true;
   __device__ static Acc contribution(const HistogramParams& p, int64_t, int64_t weight_offset) {
     return load_weight<F>(p.weight, p.weight_type, weight_offset);
+  }
+  __device__ static Acc contribution(const HistogramParams&, int64_t, int64_t, float weight) {
+    return static_cast<F>(weight);
   }
   __device__ static Acc combine(Acc a, Acc b) { return a + b; }
   __device__ static void add_shared(Acc* slot, Acc value) { atomicAdd(slot, value); }
@@ -67,8 +73,14 @@ struct WeightPolicy {
 struct ExponentPolicy {
   using Acc = uint32_t;
   static constexpr bool kMayStore = false;
+  static constexpr bool kTakesWeights = true;
   __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t weight_offset) {
-    const double w = load_weight<double>(p.weight, p.weight_type, weight_offset);
+    return of_weight(p, flat_bin, load_weight<double>(p.weight, p.weight_type, weight_offset));
+  }
+  __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t, float weight) {
+    return of_weight(p, flat_bin, static_cast<double>(weight));
+  }
+  __device__ static Acc of_weight(const HistogramParams& p, int64_t flat_bin, double w) {
     if (!is_finite_value(w)) {
       const unsigned int flag = w != w ? kSeenNaN : (w > 0 ? kSeenPosInf : kSeenNegInf);
       atomicOr(p.deterministic.specials + flat_bin, flag);
@@ -89,8 +101,14 @@ struct ExponentPolicy {
 struct FixedPointPolicy {
   using Acc = unsigned long long;
   static constexpr bool kMayStore = false;
+  static constexpr bool kTakesWeights = true;
   __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t weight_offset) {
-    const double w = load_weight<double>(p.weight, p.weight_type, weight_offset);
+    return of_weight(p, flat_bin, load_weight<double>(p.weight, p.weight_type, weight_offset));
+  }
+  __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t, float weight) {
+    return of_weight(p, flat_bin, static_cast<double>(weight));
+  }
+  __device__ static Acc of_weight(const HistogramParams& p, int64_t flat_bin, double w) {
     if (!is_finite_value(w) || w == 0.0) return 0ull;
     const int32_t shift = fixed_point_shift(__ldg(p.deterministic.exponents + flat_bin), p.deterministic.count_bits);
     return static_cast<unsigned long long>(__double2ll_rn(ldexp(w, shift)));

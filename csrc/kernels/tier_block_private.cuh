@@ -37,29 +37,50 @@ __device__ __forceinline__ void merge_byte_tallies(uint32_t* tally, uint32_t* bi
   }
 }
 
+// The launch's dynamic shared memory in bytes.
+__device__ __forceinline__ uint32_t dynamic_shared_bytes() {
+  uint32_t bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
 template <typename T, typename Policy>
 __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
   using Acc = typename Policy::Acc;
   const bool tallying = kMayTallyBytes<T, Policy> && p.tally_byte_values;
   uint32_t* tally = detail::shared_bins<uint32_t>();
-  Acc* bins = detail::shared_bins<Acc>() + (tallying ? kByteTallyBytes / sizeof(Acc) : 0);
-  detail::zero_bins(bins, p.bins);
+  const uint32_t first_bin = tallying ? kByteTallyBytes / sizeof(Acc) : 0;
+  // Sums may keep copies of the bins (sum_copies), as many as the launch's shared memory holds; counted again at the
+  // flush and addressed from the shared base, not kept in registers: the sums' loop runs at its register limit.
+  const auto copies = [&] {
+    return detail::RunMerger<Policy, uint32_t>::kMerges
+               ? max(1, static_cast<int>(dynamic_shared_bytes() / (p.bins * sizeof(Acc))))
+               : 1;
+  };
+  const uint32_t warp_first_bin = first_bin + static_cast<uint32_t>((threadIdx.x / 32) % copies() * p.bins);
+  detail::zero_bins(detail::shared_bins<Acc>() + first_bin, copies() * p.bins);
   if (tallying) detail::zero_bins(tally, kByteTallyWords);
   __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
   const Binner<T> binner(p);
   const auto flush = [&](int64_t row) {
-    if (!p.reduce_through_dsmem) detail::flush_bins<Policy>(p, bins, row, 0, p.bins);
+    if (!p.reduce_through_dsmem) {
+      detail::flush_bins<Policy>(p, detail::shared_bins<Acc>() + first_bin, row, 0, p.bins, copies());
+    }
   };
-  const auto count_bins = [&] {
+  // with_weights (std::bool_constant): float32 weights loaded beside their values (for_each_element).
+  const auto count_bins = [&](auto with_weights) {
     // Weighted and deterministic sums add a thread's consecutive contributions to one bin once (RunMerger).
     detail::RunMerger<Policy, uint32_t> run;
-    const auto add_shared = [&](uint32_t bin, Acc total) { Policy::add_shared(bins + bin, total); };
-    detail::for_each_item<T>(
+    const auto add_shared = [&](uint32_t bin, Acc total) {
+      Policy::add_shared(detail::shared_bins<Acc>() + (warp_first_bin + bin), total);
+    };
+    constexpr bool kWithWeights = decltype(with_weights)::value;
+    detail::for_each_item<T, kWithWeights ? kSharedWeightedVectorsInFlight : kVectorsInFlight, kWithWeights>(
         p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
-        [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
+        [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset, auto... weight) {
           const int64_t bin = binner(value);
           if (bin < 0) return;
-          const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset);
+          const Acc add = Policy::contribution(p, span.output_row * p.bins + bin, weight_offset, weight...);
           if (add != Acc(0)) run.push(static_cast<uint32_t>(bin), add, add_shared);
         },
         [&] {
@@ -67,6 +88,12 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
           __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
         },
         flush);
+  };
+  const auto count_values = [&] {
+    if constexpr (Policy::kTakesWeights) {
+      if (p.weight_type == WeightType::kFloat32) return count_bins(std::true_type{});
+    }
+    count_bins(std::false_type{});
   };
   if constexpr (kMayTallyBytes<T, Policy>) {
     if (tallying) {
@@ -78,15 +105,15 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
           },
           [] { __syncthreads(); },
           [&](int64_t row) {
-            merge_byte_tallies<T>(tally, bins, binner);
+            merge_byte_tallies<T>(tally, detail::shared_bins<uint32_t>() + first_bin, binner);
             __syncthreads();  // every value's count must be in its bin before the bins are flushed
             flush(row);
           });
     } else {
-      count_bins();
+      count_values();
     }
   } else {
-    count_bins();
+    count_values();
   }
   if constexpr (Policy::kMayStore) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -98,7 +125,8 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
       for (int64_t i = int64_t(cluster.block_rank()) * blockDim.x + threadIdx.x; i < p.bins;
            i += int64_t(size) * blockDim.x) {
         Acc sum = Acc(0);
-        for (uint32_t rank = 0; rank < size; ++rank) sum += cluster.map_shared_rank(bins, rank)[i];
+        for (uint32_t rank = 0; rank < size; ++rank)
+          sum += cluster.map_shared_rank(detail::shared_bins<Acc>() + first_bin, rank)[i];
         Policy::store(p, i, sum);
       }
       cluster.sync();  // no block may exit while another still reads its shared memory
@@ -141,6 +169,21 @@ inline int block_threads(const HistogramParams& p, const DeviceCaps& caps, const
   return static_cast<int>(std::min<int64_t>(plan.threads, std::max<int64_t>({64, by_work, by_occupancy})));
 }
 
+// Copies of the bins a block of a float sum keeps (tuning.h, kSharedSumCopies); the kernel reads the count back from
+// its shared memory. A copy for each element a block has per bin, up to kSharedSumCopies, so zeroing and flushing
+// the copies stays under the adds they spread. One for counts and the deterministic passes (their uniform sums were
+// faster with one), batched rows (each row flushes every copy) and the small-call path (whose cluster sums one copy a
+// block); never more than `per_sm` blocks on a SM leave room for.
+inline int64_t sum_copies(const HistogramParams& p, const TierContext& ctx, AccKind acc, const LaunchShape& shape,
+                          int64_t bins_bytes, int per_sm) {
+  if ((acc != AccKind::kFloat && acc != AccKind::kDouble) || p.output_row_stride != 0 || shape.reduce_through_dsmem) {
+    return 1;
+  }
+  const int64_t room = std::min<int64_t>(ctx.caps.shared_optin, ctx.caps.shared_per_sm / per_sm - 1024);
+  const int64_t by_work = ceil_div(p.elements(), shape.grid) / p.bins;
+  return std::max<int64_t>(1, std::min<int64_t>({kSharedSumCopies, room / bins_bytes, by_work}));
+}
+
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                          bool may_store, LaunchShape* shape) {
   const int64_t bins_bytes = plan.bins_per_block * accumulator_bytes(ctx.request.acc);
@@ -163,7 +206,8 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   settle_flushes_and_stores(p, shape->grid, acc, may_store, shape);
   shape->cluster_dim = shape->reduce_through_dsmem ? static_cast<int>(shape->grid) : 0;
   shape->tally_byte_values = may_tally && ceil_div(p.row_length, shape->segments) >= kByteTallyMinItemElements;
-  shape->shared_bytes = bins_bytes + (shape->tally_byte_values ? kByteTallyBytes : 0);
+  shape->shared_bytes = bins_bytes * sum_copies(p, ctx, acc, *shape, bins_bytes, per_sm) +
+                        (shape->tally_byte_values ? kByteTallyBytes : 0);
   return cudaSuccess;
 }
 

@@ -57,54 +57,113 @@ __device__ __forceinline__ VectorSplit split_into_vectors(const T* input, int64_
   return VectorSplit{head, vectors, head + vectors * kPerVector};
 }
 
+// The float32 weights of one input vector, loaded beside it (for_each_element with kWithWeights).
+template <int kCount>
+struct WeightVector {
+  float values[kCount];
+};
+
+// kCount float32 weights from `weights`; `aligned`: its address is a multiple of the widest load that fits them
+// (16 bytes, or 8 for two), else they are read one by one.
+template <int kCount>
+__device__ __forceinline__ WeightVector<kCount> load_weight_vector(const float* __restrict__ weights, bool aligned) {
+  WeightVector<kCount> out;
+  if constexpr (kCount % 4 == 0) {
+    if (aligned) {
+#pragma unroll
+      for (int i = 0; i < kCount / 4; ++i) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(weights) + i);
+        out.values[4 * i] = f.x, out.values[4 * i + 1] = f.y, out.values[4 * i + 2] = f.z, out.values[4 * i + 3] = f.w;
+      }
+      return out;
+    }
+  } else if constexpr (kCount == 2) {
+    if (aligned) {
+      const float2 f = __ldg(reinterpret_cast<const float2*>(weights));
+      out.values[0] = f.x, out.values[1] = f.y;
+      return out;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) out.values[i] = __ldg(weights + i);
+  return out;
+}
+
 // Calls visit(value, weight_offset) for every element of the row of `span` that thread `rank` of `count` threads
 // owns. Unit-stride rows are read with 16-byte loads (an unaligned head and the tail element by element), a batch of
 // kInFlight at a time; with `prefetch`, L2 is asked for the next batch while this one is binned.
-template <typename T, int kInFlight = kVectorsInFlight, typename Visit>
+// kWithWeights (float32 weights only): visit(value, weight_offset, weight), each batch's weights loaded with its
+// values, so no weight load waits behind the adds of the values before it (a plain load may not pass a shared-memory
+// atomic); at most 16 weights a thread in flight, for the registers.
+template <typename T, int kInFlight = kVectorsInFlight, bool kWithWeights = false, typename Visit>
 __device__ __forceinline__ void for_each_element(const InputDescription& p, const ItemSpan<T>& span, int64_t rank,
                                                  int64_t count, bool prefetch, Visit&& visit) {
   const T* __restrict__ input = span.input;
+  const float* __restrict__ weights = static_cast<const float*>(p.weight);
   const int64_t n = p.row_length;
+  const auto visit_one = [&](T value, int64_t weight_offset) {
+    if constexpr (kWithWeights) {
+      visit(value, weight_offset, __ldg(weights + weight_offset));
+    } else {
+      visit(value, weight_offset);
+    }
+  };
   if (!p.unit_stride()) {
     for (int64_t i = rank; i < n; i += count) {
-      visit(input[i * p.inner_input_stride], span.weight_base + i * p.inner_weight_stride);
+      visit_one(input[i * p.inner_input_stride], span.weight_base + i * p.inner_weight_stride);
     }
     return;
   }
   constexpr int kPerVector = 16 / sizeof(T);
+  constexpr int kBatch = kWithWeights && kInFlight > 16 / kPerVector ? 16 / kPerVector : kInFlight;
   const VectorSplit split = split_into_vectors(input, n);
   const int64_t head = split.head, vectors = split.vectors, tail_start = split.tail_start;
   const int64_t w = span.weight_base;
 
   // The head and the tail together are under 2 * kPerVector elements: a few threads take one each.
-  for (int64_t i = rank; i < head; i += count) visit(input[i], w + i);
-  for (int64_t i = tail_start + rank; i < n; i += count) visit(input[i], w + i);
+  for (int64_t i = rank; i < head; i += count) visit_one(input[i], w + i);
+  for (int64_t i = tail_start + rank; i < n; i += count) visit_one(input[i], w + i);
 
   union Vector {
     uint4 raw;
     T values[kPerVector];
   };
   const uint4* __restrict__ body = reinterpret_cast<const uint4*>(input + head);
-  for (int64_t base = rank; base < vectors; base += count * kInFlight) {
-    Vector batch[kInFlight];
+  const float* __restrict__ body_weights = kWithWeights ? weights + w + head : nullptr;
+  constexpr uintptr_t kWeightLoad = kPerVector * 4 >= 16 ? 16 : kPerVector * 4;
+  const bool weights_aligned = kWithWeights && reinterpret_cast<uintptr_t>(body_weights) % kWeightLoad == 0;
+  for (int64_t base = rank; base < vectors; base += count * kBatch) {
+    Vector batch[kBatch];
+    WeightVector<kPerVector> batch_weights[kWithWeights ? kBatch : 1];
 #pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
+    for (int k = 0; k < kBatch; ++k) {
       const int64_t v = base + k * count;
-      if (v < vectors) batch[k].raw = __ldg(body + v);
+      if (v < vectors) {
+        batch[k].raw = __ldg(body + v);
+        if constexpr (kWithWeights) {
+          batch_weights[k] = load_weight_vector<kPerVector>(body_weights + v * kPerVector, weights_aligned);
+        }
+      }
     }
     if (prefetch) {  // while this batch is binned, L2 fetches the next: its loads then wait on L2, not on HBM
 #pragma unroll
-      for (int k = 0; k < kInFlight; ++k) {
-        const int64_t v = base + (kInFlight + k) * count;
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t v = base + (kBatch + k) * count;
         if (v < vectors) asm volatile("prefetch.global.L2 [%0];" ::"l"(body + v));
       }
     }
 #pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
+    for (int k = 0; k < kBatch; ++k) {
       const int64_t v = base + k * count;
       if (v < vectors) {
 #pragma unroll
-        for (int j = 0; j < kPerVector; ++j) visit(batch[k].values[j], w + head + v * kPerVector + j);
+        for (int j = 0; j < kPerVector; ++j) {
+          if constexpr (kWithWeights) {
+            visit(batch[k].values[j], w + head + v * kPerVector + j, batch_weights[k].values[j]);
+          } else {
+            visit(batch[k].values[j], w + head + v * kPerVector + j);
+          }
+        }
       }
     }
   }
@@ -128,15 +187,20 @@ __device__ __forceinline__ void zero_bins(Acc* bins, int64_t count) {
 }
 
 // Moves a block's bins [0, count) into output bins [first, first + count) of output row `row`, and zeroes them for
-// the next item. Each thread touches only its own indices, so flush and re-zero need no barrier between them.
+// the next item; with `copies`, bin i is the sum of bins[i], bins[count + i], ... (one copy after another). Each
+// thread touches only its own indices, so flush and re-zero need no barrier between them.
 template <typename Policy>
 __device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Policy::Acc* bins, int64_t row,
-                                           int64_t first, int64_t count) {
+                                           int64_t first, int64_t count, int copies = 1) {
   using Acc = typename Policy::Acc;
   const int64_t base = row * p.bins + first;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const Acc value = bins[i];
+    Acc value = bins[i];
     bins[i] = Acc(0);
+    for (int c = 1; c < copies; ++c) {
+      value = Policy::combine(value, bins[c * count + i]);
+      bins[c * count + i] = Acc(0);
+    }
     if constexpr (Policy::kMayStore) {
       if (p.store_rows) {
         Policy::store(p, base + i, value);
@@ -179,18 +243,20 @@ __device__ __forceinline__ void for_each_item_span(const HistogramParams& p, int
 }
 
 // Visits the elements of a worker's items (for_each_item_span; this thread is `worker_rank` of the worker's
-// `worker_threads`): visit(span, value, weight_offset). kInFlight: 16-byte vectors a thread loads at once
-// (for_each_element).
-template <typename T, int kInFlight = kVectorsInFlight, typename Visit, typename Barrier, typename Flush>
+// `worker_threads`): visit(span, value, weight_offset), and the float32 weight after them with kWithWeights.
+// kInFlight: 16-byte vectors a thread loads at once (for_each_element).
+template <typename T, int kInFlight = kVectorsInFlight, bool kWithWeights = false, typename Visit, typename Barrier,
+          typename Flush>
 __device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
                                               int64_t worker_rank, int64_t worker_threads, Visit&& visit,
                                               Barrier&& barrier, Flush&& flush) {
   for_each_item_span<T>(
       p, first_item, item_stride,
       [&](const ItemSpan<T>& span) {
-        for_each_element<T, kInFlight>(p, span, span.segment * worker_threads + worker_rank,
-                                       p.segments_per_row * worker_threads, prefetches_next_batch(p),
-                                       [&](T value, int64_t weight_offset) { visit(span, value, weight_offset); });
+        for_each_element<T, kInFlight, kWithWeights>(
+            p, span, span.segment * worker_threads + worker_rank, p.segments_per_row * worker_threads,
+            prefetches_next_batch(p),
+            [&](T value, int64_t weight_offset, auto... weight) { visit(span, value, weight_offset, weight...); });
       },
       barrier, flush);
 }

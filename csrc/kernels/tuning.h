@@ -166,6 +166,10 @@ constexpr int64_t kMinElementsPerThread = 16;
 constexpr int64_t kSmallCallMaxElements = 65536;
 constexpr int64_t kSmallCallElementsPerBlock = 8192;
 constexpr int64_t kSmallCallMaxBlocks = 8;
+// Float sums of a 1-D call: up to 8 copies of the bins a block, warp w adding into copy w mod copies (a shared float
+// add is a compare-and-swap loop another warp's add restarts): Zipf float32 weights, 2^27 at 4096 bins, 1 / 2 / 4 / 8
+// copies 1.89 / 1.05 / 0.69 / 0.59 ms, uniform 0.508 / 0.506 / 0.506 / 0.507 (H200, 2026-11-26). docs/tiers/shared.md
+constexpr int64_t kSharedSumCopies = 8;
 // A 32-bit shared counter's range: exactness, not a tuning choice. docs/tiers/shared.md
 constexpr int64_t kMaxCountsPerFlush = int64_t(UINT32_MAX);
 
@@ -174,6 +178,9 @@ constexpr int64_t kMaxCountsPerFlush = int64_t(UINT32_MAX);
 // 16-byte loads, 4 in flight a thread: uint8 2^30 at 256 bins 0.355 ms against the 0.345 floor (H100, 2026-11-23).
 // docs/tiers/shared.md
 constexpr int kVectorsInFlight = 4;
+// Sums with float32 weights load 2 vectors and their weights at once, not 4 (1024 threads have 64 registers; 4 spilled
+// 132 bytes a thread, 2 spill 24): 2^27 at 4096 bins 0.508 -> 0.442 ms (H200, 2026-11-26). docs/tiers/shared.md
+constexpr int kSharedWeightedVectorsInFlight = 2;
 // With / without, float32 by range at 256 bins 0.377 / 0.406 ms; by value int32 0.388 / 0.374 (H100, 2026-11-24).
 // docs/tiers/shared.md
 constexpr bool kPrefetchWhenBinningByRange = true;
