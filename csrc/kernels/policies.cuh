@@ -68,18 +68,24 @@ struct WeightPolicy {
   }
 };
 
-// Deterministic pass 1: the largest exponent code of each bin's finite nonzero weights (max is order-free); the
-// non-finite weights only set flags, straight in global memory (they are rare, and their sum is decided by flags).
-struct ExponentPolicy {
-  using Acc = uint32_t;
-  static constexpr bool kMayStore = false;
+// The contributions of a deterministic pass: Policy::of_weight(p, flat_bin, w) of the element's weight as a double,
+// from its offset or from a float32 weight loaded beside the value.
+template <typename Policy, typename Acc>
+struct OfDoubleWeight {
   static constexpr bool kTakesWeights = true;
   __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t weight_offset) {
-    return of_weight(p, flat_bin, load_weight<double>(p.weight, p.weight_type, weight_offset));
+    return Policy::of_weight(p, flat_bin, load_weight<double>(p.weight, p.weight_type, weight_offset));
   }
   __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t, float weight) {
-    return of_weight(p, flat_bin, static_cast<double>(weight));
+    return Policy::of_weight(p, flat_bin, static_cast<double>(weight));
   }
+};
+
+// Deterministic pass 1: the largest exponent code of each bin's finite nonzero weights (max is order-free); the
+// non-finite weights only set flags, straight in global memory (they are rare, and their sum is decided by flags).
+struct ExponentPolicy : OfDoubleWeight<ExponentPolicy, uint32_t> {
+  using Acc = uint32_t;
+  static constexpr bool kMayStore = false;
   __device__ static Acc of_weight(const HistogramParams& p, int64_t flat_bin, double w) {
     if (!is_finite_value(w)) {
       const unsigned int flag = w != w ? kSeenNaN : (w > 0 ? kSeenPosInf : kSeenNegInf);
@@ -98,16 +104,9 @@ struct ExponentPolicy {
 
 // Deterministic pass 2: each finite weight as the integer round(w * 2^shift) of its bin (pass 1 fixed the shift),
 // summed with 64-bit integer atomics, which give the same bits in any order.
-struct FixedPointPolicy {
+struct FixedPointPolicy : OfDoubleWeight<FixedPointPolicy, unsigned long long> {
   using Acc = unsigned long long;
   static constexpr bool kMayStore = false;
-  static constexpr bool kTakesWeights = true;
-  __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t weight_offset) {
-    return of_weight(p, flat_bin, load_weight<double>(p.weight, p.weight_type, weight_offset));
-  }
-  __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t, float weight) {
-    return of_weight(p, flat_bin, static_cast<double>(weight));
-  }
   __device__ static Acc of_weight(const HistogramParams& p, int64_t flat_bin, double w) {
     if (!is_finite_value(w) || w == 0.0) return 0ull;
     const int32_t shift = fixed_point_shift(__ldg(p.deterministic.exponents + flat_bin), p.deterministic.count_bits);
