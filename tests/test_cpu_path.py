@@ -224,3 +224,36 @@ def test_short_byte_rows_count_raw_patterns(dtype, distribution, gen):
         strided = x[:, ::3]
         expected = torch.stack([reference_histogram(row, 256) for row in strided])
         assert torch.equal(torch_dsmhist.batched_histogram(strided, 256), expected), (rows, length)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_data_range_found_in_every_lane_and_layout(dtype, gen):
+    """The data-range pass keeps 16 minima and maxima side by side (non-finite values as +-inf): the smallest and the
+    largest value placed in each of the 16 lanes and in the tail, with NaN and +-inf around them, in contiguous,
+    strided and batched (one range for all rows) floating inputs, at 1, 2 and 3 threads, each equal to the
+    reference."""
+    n = 3 * 4096 + 13
+    base = sprinkle_specials(torch.rand(n, generator=gen, dtype=torch.float64) * 50 - 20, gen, fraction=0.05)
+    for position in [*range(16), 16 * 100 + 5, n - 1]:
+        x = base.clone()
+        x[position] = -70.0
+        x[(position * 7 + 3) % n] = 90.0
+        x = x.to(dtype)
+        layouts = {"contiguous": x, "strided": torch.stack([x, x]).t().reshape(-1)[1::2], "offset": x[1:]}
+        for name, view in layouts.items():
+            expected = reference_histogram(view, 37)
+            for count in (1, 2, 3):
+                with threads(count):
+                    assert torch.equal(torch_dsmhist.histogram(view, 37), expected), (dtype, position, name, count)
+        rows = x[: 3 * 4096].view(3, 4096)
+        with threads(2):
+            got = torch_dsmhist.batched_histogram(rows, 37)
+        lo, hi = reference_range(rows)
+        expected = torch.stack([reference_histogram(r, 37, lo, hi) for r in rows])
+        assert torch.equal(got, expected), (dtype, position, "batched")
+
+
+def reference_range(x: torch.Tensor):
+    """The finite min and max of x, as floats (the data range of a call without min / max)."""
+    finite = x.double()[torch.isfinite(x.double())]
+    return float(finite.min()), float(finite.max())
