@@ -63,6 +63,10 @@ def main() -> int:
          lambda: torch.histogram(x, edges).hist),
         ("dropins.histogram(x, 1000), data range", lambda: dropins.histogram(x, 1000),
          lambda: torch.histogram(x, 1000)),
+        ("histogram(x, 1000, -3, 3)", lambda: torch_dsmhist.histogram(x, 1000, -3.0, 3.0),
+         lambda: torch.histc(x, 1000, -3.0, 3.0)),
+        ("histogram(x, 1000), data range", lambda: torch_dsmhist.histogram(x, 1000),
+         lambda: torch.histc(x, 1000)),
     ]  # fmt: skip
     threads = sorted({1, torch.get_num_threads()})
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
