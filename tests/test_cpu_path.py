@@ -206,6 +206,27 @@ def test_auto_mode_without_a_gpu_builds_cpu_only_and_says_so():
     ]
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+@pytest.mark.parametrize("distribution", ["uniform", "one_hot", "sorted", "two_edges"])
+def test_one_histogram_of_raw_patterns_in_every_layout(dtype, distribution, gen):
+    """One histogram of an 8/16-bit input tallies raw bit patterns run by run (4 interleaved tables for bytes, a tail
+    of 1-3 elements after the groups of 4): contiguous, misaligned, strided and transposed 2-D views of odd sizes,
+    int32 and int64 counts, at every thread count, each equal to the reference."""
+    n = 2**20 + 13  # 16-bit inputs take the raw-pattern path from 2^20 elements
+    base = make_index_values(2 * n + 3, 1000, dtype, distribution, gen)
+    layouts = {
+        "contiguous": base[:n],
+        "misaligned": base[1 : n + 1],
+        "strided": base[::2],
+        "transposed": base[: 1031 * 1033].view(1031, 1033).t(),
+    }
+    for name, x in layouts.items():
+        for out_dtype in (torch.int64, torch.int32):
+            expected = reference_histogram(x, 1000, dtype=out_dtype)
+            got = with_each_thread_count(lambda: torch_dsmhist.histogram(x, 1000, dtype=out_dtype))
+            assert all(torch.equal(g, expected) for g in got), (name, out_dtype)
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8])
 @pytest.mark.parametrize("distribution", ["uniform", "one_hot", "sorted", "two_edges"])
 def test_short_byte_rows_count_raw_patterns(dtype, distribution, gen):

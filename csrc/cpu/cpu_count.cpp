@@ -99,14 +99,37 @@ void count_one(const HistogramParams& p, const BinOf& bin_of, Out* out) {
   });
 }
 
-// Counts of one histogram of an 8/16-bit input: each task counts raw bit patterns (4 interleaved tables of 256 for
-// 8 bits, so a run of equal bytes does not serialise on one counter; one of 65536 for 16 bits), then the patterns'
-// totals go to their bins through the table.
+// Adds each element of a strided run to its raw pattern's counter in kWays interleaved tables of
+// RawPattern<T>::kCount: element k of each group of kWays to table k, so a run of equal values is kWays independent
+// chains of adds instead of one.
+template <typename T, int64_t kWays>
+inline void tally_raw_patterns(const T* x, int64_t stride, int64_t count, uint32_t* ways) {
+  constexpr int64_t kPatterns = RawPattern<T>::kCount;
+  int64_t i = 0;
+  for (; i + kWays <= count; i += kWays) {
+    for (int64_t k = 0; k < kWays; ++k) ways[k * kPatterns + RawPattern<T>::of(x[(i + k) * stride])] += 1;
+  }
+  for (; i < count; ++i) ways[RawPattern<T>::of(x[i * stride])] += 1;
+}
+
+// Pattern r's count over the kWays tables.
+template <int64_t kWays, int64_t kPatterns>
+inline uint64_t pattern_total(const uint32_t* ways, int64_t r) {
+  uint64_t sum = 0;
+  for (int64_t k = 0; k < kWays; ++k) sum += ways[k * kPatterns + r];
+  return sum;
+}
+
+// 4 tables of 256 for 8 bits (a run of equal bytes does not serialise on one counter); one of 65536 for 16 bits.
+template <typename T>
+constexpr int64_t kRawWays = RawPattern<T>::kCount == 256 ? 4 : 1;
+
+// Counts of one histogram of an 8/16-bit input: each task tallies raw bit patterns into uint32 tables, flushed into
+// 64-bit totals every kRawFlushElements, then the patterns' totals go to their bins through the table.
 template <typename T, typename Out>
 void count_raw_patterns(const HistogramParams& p, const TableBinner<T>& table, Out* out) {
   using C = CountOf<Out>;
-  constexpr int64_t kPatterns = RawPattern<T>::kCount;
-  constexpr int64_t kWays = kPatterns == 256 ? 4 : 1;
+  constexpr int64_t kPatterns = RawPattern<T>::kCount, kWays = kRawWays<T>;
   const int64_t n = p.elements();
   const int64_t tasks = std::min<int64_t>(at::get_num_threads(), ceil_div(n, kMinElementsPerTask));
   auto totals = allocate_scratch<uint64_t>(p, tasks * kPatterns);
@@ -119,14 +142,11 @@ void count_raw_patterns(const HistogramParams& p, const TableBinner<T>& table, O
       const int64_t end = n * (t + 1) / tasks;
       for (int64_t begin = n * t / tasks; begin < end; begin += kRawFlushElements) {
         std::fill(ways, ways + kWays * kPatterns, 0u);
-        uint32_t way = 0;
-        for_each_element<T>(p, begin, std::min(end, begin + kRawFlushElements), [&](T value, int64_t, int64_t) {
-          ways[way * kPatterns + RawPattern<T>::of(value)] += 1;
-          way = (way + 1) & (kWays - 1);
-        });
-        for (int64_t w = 0; w < kWays; ++w) {
-          for (int64_t r = 0; r < kPatterns; ++r) total[r] += ways[w * kPatterns + r];
-        }
+        for_each_run<T>(p, begin, std::min(end, begin + kRawFlushElements),
+                        [&](const T* x, int64_t stride, int64_t, int64_t, int64_t count, int64_t) {
+                          tally_raw_patterns<T, kWays>(x, stride, count, ways);
+                        });
+        for (int64_t r = 0; r < kPatterns; ++r) total[r] += pattern_total<kWays, kPatterns>(ways, r);
       }
     }
   });
@@ -155,14 +175,14 @@ void count_short_rows(const HistogramParams& p, const BinOf& bin_of, Out* out) {
   });
 }
 
-// One row per thread for 1-byte rows shorter than kLongRow: each row's raw byte patterns into 4 interleaved uint32
-// tables (a row is below 2^32 elements), then their totals to the row's bins through the table, as
-// count_raw_patterns does for one histogram. Against count_short_rows's table lookup and add into the int64 row per
-// byte: see docs/perf-log/2026-11-cpu.md (2026-11-26).
+// One row per thread for 1-byte rows shorter than kLongRow: each row's raw byte patterns tallied as
+// count_raw_patterns does (uint32 tables suffice: a row is below 2^32 elements), then their totals to the row's bins
+// through the table. Against count_short_rows's table lookup and add into the int64 row per byte: see
+// docs/perf-log/2026-11-cpu.md (2026-11-26).
 template <typename T, typename Out>
 void count_short_rows_raw(const HistogramParams& p, const TableBinner<T>& table, Out* out) {
   using C = CountOf<Out>;
-  constexpr int64_t kPatterns = 256, kWays = 4;
+  constexpr int64_t kPatterns = RawPattern<T>::kCount, kWays = kRawWays<T>;
   const int64_t grain = std::max<int64_t>(1, kMinElementsPerTask / std::max<int64_t>(p.row_length, 1));
   at::parallel_for(0, p.rows, grain, [&](int64_t first, int64_t last) {
     uint32_t ways[kWays * kPatterns];
@@ -170,22 +190,13 @@ void count_short_rows_raw(const HistogramParams& p, const TableBinner<T>& table,
       std::fill(ways, ways + kWays * kPatterns, 0u);
       for_each_run<T>(p, row * p.row_length, (row + 1) * p.row_length,
                       [&](const T* x, int64_t stride, int64_t, int64_t, int64_t count, int64_t) {
-                        int64_t i = 0;
-                        for (; i + kWays <= count; i += kWays) {  // element k of each group to table k: no chain
-                          ways[RawPattern<T>::of(x[i * stride])] += 1;
-                          ways[kPatterns + RawPattern<T>::of(x[(i + 1) * stride])] += 1;
-                          ways[2 * kPatterns + RawPattern<T>::of(x[(i + 2) * stride])] += 1;
-                          ways[3 * kPatterns + RawPattern<T>::of(x[(i + 3) * stride])] += 1;
-                        }
-                        for (; i < count; ++i) ways[RawPattern<T>::of(x[i * stride])] += 1;
+                        tally_raw_patterns<T, kWays>(x, stride, count, ways);
                       });
       C* counts = reinterpret_cast<C*>(out + row * p.output_row_stride);
       if (!p.accumulate) std::memset(counts, 0, static_cast<size_t>(p.bins * sizeof(C)));
       for (int64_t r = 0; r < kPatterns; ++r) {
         const int64_t bin = table.bin_of[r];
-        if (bin < 0) continue;
-        counts[bin] +=
-            static_cast<C>(ways[r] + ways[kPatterns + r] + ways[2 * kPatterns + r] + ways[3 * kPatterns + r]);
+        if (bin >= 0) counts[bin] += static_cast<C>(pattern_total<kWays, kPatterns>(ways, r));
       }
     }
   });

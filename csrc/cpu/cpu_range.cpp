@@ -20,6 +20,12 @@ struct FiniteMinMax {
   double lo = 0.0, hi = 0.0;
 };
 
+FiniteMinMax combine(FiniteMinMax a, FiniteMinMax b) {
+  if (!a.any) return b;
+  if (!b.any) return a;
+  return FiniteMinMax{true, std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
+}
+
 // The finite min and max of `count` values from `x` (`stride` apart). kLanes minima and maxima side by side, with a
 // non-finite value replaced by +inf / -inf rather than skipped, so the unit-stride loop has no branch and vectorises:
 // the range pass then costs about what torch.aminmax does, not 3x a histogram of the same data (issue 50).
@@ -48,18 +54,10 @@ FiniteMinMax finite_min_max_of_run(const T* x, int64_t stride, int64_t count) {
   for (; i < count; ++i) fold(0, x[i * stride]);
   FiniteMinMax total;
   for (int lane = 0; lane < kLanes; ++lane) {
-    if (lo[lane] > hi[lane]) continue;  // no finite value in this lane
-    total.lo = total.any ? std::min(total.lo, static_cast<double>(lo[lane])) : static_cast<double>(lo[lane]);
-    total.hi = total.any ? std::max(total.hi, static_cast<double>(hi[lane])) : static_cast<double>(hi[lane]);
-    total.any = true;
+    const bool any = lo[lane] <= hi[lane];  // else no finite value reached this lane
+    total = combine(total, FiniteMinMax{any, static_cast<double>(lo[lane]), static_cast<double>(hi[lane])});
   }
   return total;
-}
-
-FiniteMinMax combine(FiniteMinMax a, FiniteMinMax b) {
-  if (!a.any) return b;
-  if (!b.any) return a;
-  return FiniteMinMax{true, std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
 }
 
 // The finite min and max of the input, as torch.histc takes its range when none is given.
