@@ -129,6 +129,16 @@ __device__ __forceinline__ typename Policy::Acc warp_combine(typename Policy::Ac
   return value;
 }
 
+// Runs body(std::true_type{}) where a launch's weights are loaded beside their values (for_each_element's
+// kWithWeights: float32 weights of a policy that takes them, in a body that allows it), else body(std::false_type{}).
+template <typename Policy, bool kAllowed = true, typename Body>
+__device__ __forceinline__ void with_weights_loaded(const HistogramParams& p, Body&& body) {
+  if constexpr (Policy::kTakesWeights && kAllowed) {
+    if (p.weight_type == WeightType::kFloat32) return body(std::true_type{});
+  }
+  body(std::false_type{});
+}
+
 // A thread's consecutive contributions to one bin, added as one (weighted and deterministic sums). With one hot bin or
 // sorted data every element would otherwise wait on one address: 354 ms for 2^28 float32 weights of one bin in tier
 // global on the H100, against 2.7 ms uniform (benchmarks/NOTES.md). Counts pass straight through (kMerges is false):

@@ -53,9 +53,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   // Sums may keep copies of the bins (sum_copies), as many as the launch's shared memory holds; counted again at the
   // flush and addressed from the shared base, not kept in registers: the sums' loop runs at its register limit.
   const auto copies = [&] {
-    return detail::RunMerger<Policy, uint32_t>::kMerges
-               ? max(1, static_cast<int>(dynamic_shared_bytes() / (p.bins * sizeof(Acc))))
-               : 1;
+    return Policy::kTakesWeights ? max(1, static_cast<int>(dynamic_shared_bytes() / (p.bins * sizeof(Acc)))) : 1;
   };
   const uint32_t warp_first_bin = first_bin + static_cast<uint32_t>((threadIdx.x / 32) % copies() * p.bins);
   detail::zero_bins(detail::shared_bins<Acc>() + first_bin, copies() * p.bins);
@@ -89,12 +87,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
         },
         flush);
   };
-  const auto count_values = [&] {
-    if constexpr (Policy::kTakesWeights) {
-      if (p.weight_type == WeightType::kFloat32) return count_bins(std::true_type{});
-    }
-    count_bins(std::false_type{});
-  };
+  const auto count_values = [&] { detail::with_weights_loaded<Policy>(p, count_bins); };
   if constexpr (kMayTallyBytes<T, Policy>) {
     if (tallying) {
       uint32_t* lane_tally = tally + threadIdx.x % kByteTallyLanes;
