@@ -162,19 +162,20 @@ inline int block_threads(const HistogramParams& p, const DeviceCaps& caps, const
   return static_cast<int>(std::min<int64_t>(plan.threads, std::max<int64_t>({64, by_work, by_occupancy})));
 }
 
-// Copies of the bins a block of a float sum keeps (tuning.h, kSharedSumCopies); the kernel reads the count back from
-// its shared memory. A copy for each element a block has per bin, up to kSharedSumCopies, so zeroing and flushing
-// the copies stays under the adds they spread. One for counts and the deterministic passes (their uniform sums were
-// faster with one), batched rows (each row flushes every copy) and the small-call path (whose cluster sums one copy a
-// block); never more than `per_sm` blocks on a SM leave room for.
+// Copies of the bins a block of a sum keeps (tuning.h: kSharedSumCopies for float sums, kSharedFixedPointCopies for
+// the deterministic fixed-point pass); the kernel reads the count back from its shared memory. A copy for each element
+// a block has per bin, up to that many, so zeroing and flushing the copies stays under the adds they spread. One for
+// counts, the deterministic exponent pass (copies gained it nothing), batched rows (each row flushes every copy) and
+// the small-call path (whose cluster sums one copy a block); never more than `per_sm` blocks on a SM leave room for.
 inline int64_t sum_copies(const HistogramParams& p, const TierContext& ctx, AccKind acc, const LaunchShape& shape,
                           int64_t bins_bytes, int per_sm) {
-  if ((acc != AccKind::kFloat && acc != AccKind::kDouble) || p.output_row_stride != 0 || shape.reduce_through_dsmem) {
-    return 1;
-  }
+  if (p.output_row_stride != 0 || shape.reduce_through_dsmem || acc == AccKind::kCount) return 1;
+  const int64_t most = acc == AccKind::kExponent ? 1
+                       : acc == AccKind::kFixed  ? kSharedFixedPointCopies
+                                                 : kSharedSumCopies;
   const int64_t room = std::min<int64_t>(ctx.caps.shared_optin, ctx.caps.shared_per_sm / per_sm - 1024);
   const int64_t by_work = ceil_div(p.elements(), shape.grid) / p.bins;
-  return std::max<int64_t>(1, std::min<int64_t>({kSharedSumCopies, room / bins_bytes, by_work}));
+  return std::max<int64_t>(1, std::min<int64_t>({most, room / bins_bytes, by_work}));
 }
 
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,

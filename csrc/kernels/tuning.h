@@ -170,6 +170,10 @@ constexpr int64_t kSmallCallMaxBlocks = 8;
 // add is a compare-and-swap loop another warp's add restarts): Zipf float32 weights, 2^27 at 4096 bins, 1 / 2 / 4 / 8
 // copies 1.89 / 1.05 / 0.69 / 0.59 ms, uniform 0.508 / 0.506 / 0.506 / 0.507 (H200, 2026-11-26). docs/tiers/shared.md
 constexpr int64_t kSharedSumCopies = 8;
+// Copies of the bins for the deterministic fixed-point pass (8-byte sums). H100, 2^27 int32 + float32 weights, ms for
+// 1 / 4 / 8 copies: 4096 bins uniform 1.07 / 1.09 / 1.26, Zipf 3.07 / 1.35 / 1.33; 256 bins Zipf 4.19 / 1.59 / 1.31.
+// The exponent pass gained nothing from copies (docs/tiers/shared.md).
+constexpr int64_t kSharedFixedPointCopies = 4;
 // A 32-bit shared counter's range: exactness, not a tuning choice. docs/tiers/shared.md
 constexpr int64_t kMaxCountsPerFlush = int64_t(UINT32_MAX);
 
