@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/util/accumulate.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -60,7 +61,7 @@ using HistogramEdgesSignature = at::Tensor(const at::Tensor&, const at::Tensor&,
                                            c10::string_view, std::optional<at::ScalarType>);
 using EdgeBinIndicesSignature = at::Tensor(const at::Tensor&, at::TensorList, c10::string_view);
 
-// histogram_edges (one edges tensor, input of any shape) and histogramdd (input [N, D]) differentiated in weight: the
+// histogram_edges (one edges tensor, input of any shape) and histogramdd (input [..., N, D]) differentiated in weight: the
 // backward bins the saved points again with dsmhist::_edge_bin_indices, the forward's own rule and edges.
 struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHistogram> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<at::Tensor> edges,
@@ -105,8 +106,15 @@ struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHi
       const bool nd = ctx->saved_data["nd"].toBool();
       const PointsView view = nd ? PointsView{input, {}} : points_of(input);
       at::Tensor indices = bin_indices.call(view.points, edges, ctx->saved_data["out_of_range"].toStringRef());
-      at::Tensor flat = gather_weight_grad(std::move(indices), grads[0].reshape({-1}), weight_dtype);
-      grad_weight = nd ? flat.reshape(weight_shape) : from_points_order(view, flat, weight_shape);
+      if (nd && input.dim() > 2) {  // [..., N, D]: row r's points gather from row r of the [rows, bins] gradient
+        const int64_t rows = c10::multiply_integers(input.sizes().slice(0, input.dim() - 2));
+        at::Tensor picked = gather_weight_grad(indices.reshape({rows, -1}).to(at::kLong),
+                                               grads[0].reshape({rows, -1}), weight_dtype);
+        grad_weight = picked.reshape(weight_shape);
+      } else {
+        at::Tensor flat = gather_weight_grad(std::move(indices), grads[0].reshape({-1}), weight_dtype);
+        grad_weight = nd ? flat.reshape(weight_shape) : from_points_order(view, flat, weight_shape);
+      }
     }
     return {at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -26,13 +26,20 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
   const InputType input_type = input_type_of(input.dtype, "input", op);
   const bool floating_input = is_floating(input_type);
   if (nd) {
-    TORCH_CHECK_VALUE(input.shape.size() == 2, op, ": input must be 2-D ([N, D]: N points of D coordinates), got ",
-                      "shape ", input.shape);
+    const size_t rank = input.shape.size();
+    TORCH_CHECK_VALUE(rank >= 2, op, ": input must have at least 2 dims ([N, D]: N points of D coordinates, or ",
+                      "[..., N, D]: one histogram per leading index), got shape ", input.shape);
     TORCH_CHECK_VALUE(!edges.empty() && edges.size() <= static_cast<size_t>(kMaxEdgeDims), op,
                       ": edges must hold between 1 and ", kMaxEdgeDims, " tensors (one per dim), got ", edges.size());
-    TORCH_CHECK_VALUE(input.shape[1] == static_cast<int64_t>(edges.size()), op, ": input has ", input.shape[1],
-                      " coordinates per point (shape ", input.shape, ") but edges has ", edges.size(), " tensors");
-    points = input.shape[0];
+    TORCH_CHECK_VALUE(input.shape[rank - 1] == static_cast<int64_t>(edges.size()), op, ": input has ",
+                      input.shape[rank - 1], " coordinates per point (shape ", input.shape, ") but edges has ",
+                      edges.size(), " tensors");
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      args.batch_shape.push_back(input.shape[d].guard_int(__FILE__, __LINE__));
+      args.output_shape.push_back(args.batch_shape.back());
+      args.rows *= args.batch_shape.back();
+    }
+    for (size_t d = 0; d + 1 < rank; ++d) points *= input.shape[d];
   } else {
     TORCH_CHECK_VALUE(edges.size() == 1, op, ": expected one edges tensor");
     for (const c10::SymInt& size : input.shape) points *= size;
@@ -54,9 +61,10 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
     TORCH_CHECK_VALUE(e.device == input.device, op, ": ", name, " is on ", e.device, " but input is on ", input.device,
                       "; both must be on the same device");
     const int64_t bins = e.shape[0].guard_int(__FILE__, __LINE__) - 1;
+    args.bin_shape.push_back(bins);
     args.output_shape.push_back(bins);
     TORCH_CHECK_VALUE(bins == 0 || args.total_bins <= std::numeric_limits<int32_t>::max() / bins, op,
-                      ": the histogram has more than 2^31 - 1 bins (shape ", c10::IntArrayRef(args.output_shape),
+                      ": the histogram has more than 2^31 - 1 bins (shape ", c10::IntArrayRef(args.bin_shape),
                       "...), which int32 flat bins cannot address");
     args.total_bins *= bins;
   }
@@ -65,9 +73,10 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
   std::optional<TensorFacts> flat_weight;
   std::vector<c10::SymInt> flat_shape{points};
   if (weight.has_value()) {
-    const bool shape_ok = nd ? (weight->shape.size() == 1 && weight->shape[0] == points)
-                             : (weight->shape.size() == input.shape.size() && weight->shape == input.shape);
-    TORCH_CHECK_VALUE(shape_ok, op, ": weight must have shape ", nd ? "[N] (one weight per point)" : "input's shape",
+    const c10::SymIntArrayRef point_shape =
+        nd ? c10::SymIntArrayRef(input.shape).slice(0, input.shape.size() - 1) : c10::SymIntArrayRef(input.shape);
+    TORCH_CHECK_VALUE(weight->shape.equals(point_shape), op, ": weight must have shape ",
+                      nd ? "[..., N] (input's shape without its last dim: one weight per point)" : "input's shape",
                       ", input has shape ", input.shape, ", got ", weight->shape);
     flat_weight = TensorFacts{weight->dtype, flat_shape, weight->device};
   }
@@ -155,7 +164,7 @@ EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& inpu
   int64_t stride = 1;
   for (int64_t d = args.dims - 1; d >= 0; --d) {
     p.flat_stride[d] = stride;
-    stride *= args.output_shape[d];
+    stride *= args.bin_shape[d];
   }
   for (int64_t d = 0; d < args.dims; ++d) p.edge_offset[d + 1] = p.edge_offset[d] + edges[d].numel();
   return p;

@@ -20,16 +20,20 @@ struct EdgesArgs {
   bool clamp = false;      // out_of_range of the binning stage
   int64_t dims = 0;        // D
   int64_t total_bins = 0;  // product of every dim's bins (may be 0)
-  std::vector<int64_t> output_shape;
+  // histogramdd of [..., N, D]: the leading dims (empty for [N, D]) and their product, one histogram each.
+  std::vector<int64_t> batch_shape;
+  int64_t rows = 1;
+  std::vector<int64_t> bin_shape;     // every dim's bins
+  std::vector<int64_t> output_shape;  // batch_shape, then bin_shape
   at::ScalarType edge_dtype = at::kFloat;  // the precision of the comparisons (edge_t of the input type)
 };
 
 // What the checks know of edges: one TensorFacts per edge tensor.
 using EdgeFacts = std::vector<TensorFacts>;
 
-// Checks an N-D call: input [N, D] with D == edges.size() in [1, kMaxEdgeDims]; each edges[d] 1-D with at least one
-// edge, floating, of input's dtype for floating input, on input's device; weight [N] (`weight_name_shape` describes
-// what it must be in messages); the product of the bins below 2^31 (int32 flat bins). `nd` says which op's shapes the
+// Checks an N-D call: input [..., N, D] with D == edges.size() in [1, kMaxEdgeDims]; each edges[d] 1-D with at least
+// one edge, floating, of input's dtype for floating input, on input's device; weight [..., N]; the product of the bins
+// below 2^31 (int32 flat bins). `nd` says which op's shapes the
 // messages describe: histogramdd's (true) or histogram_edges's (false: input any shape, flattened, one edge tensor).
 EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeFacts& edges,
                            const std::optional<TensorFacts>& weight, c10::string_view out_of_range,

@@ -100,6 +100,45 @@ at::Tensor histogram_edges(const at::Tensor& input, const at::Tensor& edges, con
   return count_points<Backend>(op, args, view.points, edge_list, weight1d);
 }
 
+// Each point's flat bin (kDroppedPoint: dropped) of points2d ([P, D]) into `indices` (int32, P elements).
+template <typename Backend>
+void bin_all_points(const EdgesArgs& args, const at::Tensor& points2d, const std::vector<at::Tensor>& edges,
+                    at::Tensor& indices) {
+  if (args.total_bins == 0) {
+    indices.fill_(kDroppedPoint);
+    return;
+  }
+  if (points2d.size(0) == 0) return;
+  at::Tensor edge_buffer;
+  EdgeBinParams bin_params = make_edge_bin_params(args, points2d, edges, &edge_buffer);
+  bin_params.first_point = 0;
+  bin_params.points = points2d.size(0);
+  bin_params.out = indices.mutable_data_ptr<int32_t>();
+  Backend::edge_bins(bin_params, points2d);
+}
+
+// histogramdd of [..., N, D]: every point's flat bin (4 bytes a point, all at once), then one batched count over
+// [rows, N] into [rows, total_bins] (the index-mode batched histogram: one launch on CUDA).
+template <typename Backend>
+at::Tensor count_batched_points(const char* op, const EdgesArgs& args, const at::Tensor& input,
+                                const std::vector<at::Tensor>& edges, const std::optional<at::Tensor>& weight) {
+  at::Tensor output =
+      allocate_named(op, "the output", args.output_shape, input.options().dtype(args.count.output_dtype));
+  if (args.total_bins == 0 || args.rows == 0) return output;
+  const int64_t row_points = input.size(-2);
+  const at::Tensor points2d = input.reshape({-1, args.dims});
+  at::Tensor flat_bins =
+      allocate_named(op, "the bin indices", {args.rows, row_points}, input.options().dtype(at::kInt));
+  bin_all_points<Backend>(args, points2d, edges, flat_bins);
+  std::optional<at::Tensor> weight2d;
+  if (weight.has_value()) weight2d = weight->reshape({args.rows, row_points});
+  at::Tensor output2d = output.view({args.rows, args.total_bins});
+  HistogramParams p = make_params(args.count, flat_bins, weight2d, args.total_bins, output2d, /*batched=*/true,
+                                  /*accumulate=*/false);
+  Backend::histogram(op, args.count, p, flat_bins);
+  return output;
+}
+
 template <typename Backend>
 at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
                        c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
@@ -109,12 +148,14 @@ at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std:
       check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, true);
   Backend::check_device(op, input);
   Backend::check_edges(op, edge_list, true);
-  std::optional<at::Tensor> weight1d;
-  if (weight.has_value() && weight->defined()) weight1d = *weight;
-  return count_points<Backend>(op, args, input, edge_list, weight1d);
+  std::optional<at::Tensor> weight_tensor;
+  if (weight.has_value() && weight->defined()) weight_tensor = *weight;
+  if (input.dim() > 2) return count_batched_points<Backend>(op, args, input, edge_list, weight_tensor);
+  return count_points<Backend>(op, args, input, edge_list, weight_tensor);
 }
 
-// Each point's flat bin (-1: dropped) as int32 [N]: the backward of the weighted edges ops. input is [N, D].
+// Each point's flat bin (-1: dropped) as int32 of input's shape without its last dim: the backward of the weighted
+// edges ops. input is [..., N, D].
 template <typename Backend>
 at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::string_view out_of_range) {
   const char* op = "torch_dsmhist._edge_bin_indices";
@@ -122,15 +163,9 @@ at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::
   const EdgesArgs args =
       check_edges_args(op, facts_of(input), facts_of_edges(edge_list), std::nullopt, out_of_range, std::nullopt, true);
   Backend::check_device(op, input);
-  at::Tensor indices = allocate_named(op, "the bin indices", {input.size(0)}, input.options().dtype(at::kInt));
-  if (args.total_bins == 0) return indices.fill_(kDroppedPoint);
-  if (input.size(0) == 0) return indices;
-  at::Tensor edge_buffer;
-  EdgeBinParams bin_params = make_edge_bin_params(args, input, edge_list, &edge_buffer);
-  bin_params.first_point = 0;
-  bin_params.points = input.size(0);
-  bin_params.out = indices.mutable_data_ptr<int32_t>();
-  Backend::edge_bins(bin_params, input);
+  at::Tensor indices =
+      allocate_named(op, "the bin indices", input.sizes().slice(0, input.dim() - 1), input.options().dtype(at::kInt));
+  bin_all_points<Backend>(args, input.dim() > 2 ? input.reshape({-1, args.dims}) : input, edge_list, indices);
   return indices;
 }
 

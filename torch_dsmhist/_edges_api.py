@@ -57,10 +57,18 @@ def histogramdd(
 ) -> torch.Tensor:
     """N-D histogram of the points of ``input`` ``[N, D]`` over one sorted edges tensor per dim
     (``torch.ops.dsmhist.histogramdd``); the output has shape ``(len(edges[0]) - 1, ..., len(edges[D-1]) - 1)``.
+    Batched: ``input`` ``[..., N, D]`` gives one histogram per leading index, shape ``[..., b0, ..., bD-1]`` (every
+    batch over the same edges; one binning pass and one batched count, 4 extra bytes a point).
 
     Each coordinate is binned as in :func:`histogram_edges`; a point is dropped when any coordinate is outside its
     dim's edges or NaN (with ``out_of_range="clamp"`` an outside coordinate goes to its dim's first / last bin, NaN
-    still drops the point). ``weight`` is ``[N]``. At most 32 dims and 2^31 - 1 bins in all.
+    still drops the point). ``weight`` is ``input``'s shape without its last dim (``[N]``, or ``[..., N]``). At most 32
+    dims and 2^31 - 1 bins a histogram.
+
+    Example:
+        >>> images = torch.rand(8, 224 * 224, 3)  # 8 RGB images as points
+        >>> torch_dsmhist.histogramdd(images, [torch.linspace(0, 1, 17)] * 3).shape
+        torch.Size([8, 16, 16, 16])
 
     Raises:
         TypeError: an argument of the wrong Python type (``edges`` not a list or tuple of tensors, ...).

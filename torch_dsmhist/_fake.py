@@ -99,12 +99,13 @@ def _histogramdd(a: Arguments) -> torch.Tensor:
     dtype = check_edges_call(
         "torch_dsmhist.histogramdd", a["input"], a["edges"], a["weight"], a["out_of_range"], a["dtype"], nd=True
     )
-    return _input(a).new_empty(tuple(e.shape[0] - 1 for e in a["edges"]), dtype=dtype)
+    batch = tuple(a["input"].shape[:-2])
+    return _input(a).new_empty(batch + tuple(e.shape[0] - 1 for e in a["edges"]), dtype=dtype)
 
 
 def _edge_bin_indices(a: Arguments) -> torch.Tensor:
     check_edges_call("torch_dsmhist._edge_bin_indices", a["input"], a["edges"], None, a["out_of_range"], None, nd=True)
-    return _input(a).new_empty((a["input"].shape[0],), dtype=torch.int32)
+    return _input(a).new_empty(tuple(a["input"].shape[:-1]), dtype=torch.int32)
 
 
 def _moe_align_block_size(a: Arguments) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""GPU benchmark of batched histogramdd (issue 50's call-site shape): one 16x16x16 colour histogram per image of a
+batch of 256 RGB 224x224 images, as points [256, 50176, 3], against the idioms a user writes without it.
+
+Cases: uint8 images (edges 0, 16, ..., 256 per channel) and float32 images in [0, 1) (torch.linspace(0, 1, 17) per
+channel). Contenders:
+  * batched: torch_dsmhist.histogramdd(images, edges) -> [256, 16, 16, 16] (one binning pass, one batched count);
+  * offset bincount: each pixel's bin by arithmetic (uint8: value // 16; float32: (value * 16) floored, exact for
+    these edges), linearised with the image's offset (image * 4096 + r * 256 + g * 16 + b) into one torch.bincount;
+  * loop: one unbatched torch_dsmhist.histogramdd call per image (what the package offered before);
+  * read floor: the images' bytes at the measured copy bandwidth.
+Each contender's result must equal the batched one before it is timed (exit 1 otherwise). Median ms of CUDA events
+after warm-up. Target (issue 50): batched >= 2.5x the offset bincount. Writes its section of benchmarks/RESULTS.md.
+
+Usage: python benchmarks/bench_batched_edges.py [--out-dir DIR] [--quick]
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from benchlib import (
+    copy_bandwidth,
+    fmt,
+    git_commit,
+    md_table,
+    median_event_ms,
+    today,
+    torch_dsmhist,
+    write_results_section,
+)
+
+SECTION = "batched-edges"  # this script's section of RESULTS.md
+WARMUP, REPS = 3, 15
+IMAGES, PIXELS, CHANNELS, BINS = 256, 224 * 224, 3, 16
+TARGET = 2.5  # batched >= 2.5x the offset bincount (issue 50)
+
+
+def offset_bincount(images: torch.Tensor) -> torch.Tensor:
+    """The idiom without the package: every pixel's flat bin plus its image's offset, one bincount."""
+    if images.dtype == torch.uint8:
+        idx = (images // (256 // BINS)).long()
+    else:
+        idx = (images * BINS).long().clamp_(0, BINS - 1)
+    flat = (idx[..., 0] * BINS + idx[..., 1]) * BINS + idx[..., 2]
+    flat += torch.arange(images.shape[0], device=images.device).unsqueeze(1) * BINS**3
+    counts = torch.bincount(flat.reshape(-1), minlength=images.shape[0] * BINS**3)
+    return counts.view(images.shape[0], BINS, BINS, BINS)
+
+
+def make_images(dtype: torch.dtype, images: int, gen: torch.Generator) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    if dtype == torch.uint8:
+        data = torch.randint(0, 256, (images, PIXELS, CHANNELS), generator=gen, device="cuda", dtype=torch.uint8)
+        edges = torch.linspace(0, 256, BINS + 1, dtype=torch.float64, device="cuda")
+    else:
+        data = torch.rand(images, PIXELS, CHANNELS, generator=gen, device="cuda")
+        edges = torch.linspace(0, 1, BINS + 1, device="cuda")
+    return data, [edges] * CHANNELS
+
+
+def run_case(dtype: torch.dtype, images: int, copy_bw: float, gen: torch.Generator) -> Dict[str, Optional[float]]:
+    data, edges = make_images(dtype, images, gen)
+    calls: Dict[str, Callable[[], torch.Tensor]] = {
+        "batched": lambda: torch_dsmhist.histogramdd(data, edges),
+        "offset bincount": lambda: offset_bincount(data),
+        "loop": lambda: torch.stack([torch_dsmhist.histogramdd(img, edges) for img in data]),
+    }
+    expected = calls["batched"]()
+    times: Dict[str, Optional[float]] = {"floor": data.numel() * data.element_size() / copy_bw * 1e3}
+    for name, call in calls.items():
+        times[name] = median_event_ms(call, WARMUP, REPS) if torch.equal(call(), expected) else None
+    return times
+
+
+def render(results: List[Tuple[str, Dict[str, Optional[float]]]], images: int) -> str:
+    columns = ["batched", "offset bincount", "loop", "floor"]
+    rows = []
+    for label, t in results:
+        ours, idiom = t.get("batched"), t.get("offset bincount")
+        ratio = idiom / ours if ours and idiom else None
+        verdict = "n/a" if ratio is None else f"{'met' if ratio >= TARGET else 'missed'}: {ratio:.2f}x"
+        loop = f"{t['loop'] / ours:.1f}x" if ours and t.get("loop") else "n/a"
+        rows.append([label] + [fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns] + [loop, verdict])
+    lines = [
+        "# Batched histogramdd: colour histograms (benchmarks/bench_batched_edges.py)",
+        "",
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {today()}, commit {git_commit()}. {images} RGB "
+        f"224x224 images as points [{images}, 50176, 3], 16 bins a channel ([{images}, 16, 16, 16]); median ms of "
+        f"{REPS} CUDA-event timings after {WARMUP} warm-ups. loop: one unbatched histogramdd call per image. floor: "
+        "the images' bytes at the measured copy bandwidth. Target (issue 50): batched >= 2.5x one offset bincount.",
+        "",
+    ]
+    header = ["images", *columns, "loop / batched", "offset bincount / batched (target >= 2.5x)"]
+    lines += md_table(header, rows)
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
+    parser.add_argument("--quick", action="store_true", help="16 images; RESULTS.md is left as it is")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_batched_edges needs a CUDA device")
+        return 2
+    images = 16 if args.quick else IMAGES
+    copy_bw = copy_bandwidth(images * PIXELS * CHANNELS * 4)
+    gen = torch.Generator(device="cuda").manual_seed(50)
+    results = []
+    for dtype in (torch.uint8, torch.float32):
+        times = run_case(dtype, images, copy_bw, gen)
+        torch.cuda.empty_cache()
+        label = str(dtype).replace("torch.", "")
+        print(f"{label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()), flush=True)
+        results.append((label, times))
+    section = render(results, images)
+    if not args.quick:
+        write_results_section(SECTION, section, args.out_dir)
+    print(section, flush=True)
+    return 1 if any(v is None for _, t in results for v in t.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
