@@ -289,6 +289,45 @@ def batched_rows(ctx: Context) -> None:
 
 
 @scenario()
+def edges_ops_over_uneven_shards(ctx: Context) -> None:
+    """histogram_edges and histogramdd (plain, weighted, batched) over shards of different sizes equal the
+    single-process op over the concatenated data; ranks whose edges differ in count raise on every rank."""
+    g = ctx.gen("edges")
+    edges = torch.sort(torch.randn(97, generator=g, dtype=torch.float64)).values.float().to(ctx.device)
+    grid = [torch.linspace(-2, 2, 9, device=ctx.device), torch.linspace(-1, 3, 6, device=ctx.device)]
+    values = ctx.shards("values", lambda r, g: sprinkle_specials(torch.randn(odd_size(g), generator=g) * 1.5, g))
+    points = ctx.shards("points", lambda r, g: torch.randn(odd_size(g, 3000), 2, generator=g, dtype=torch.float32))
+    weights = ctx.shards("weights", lambda r, g: torch.randint(-3, 4, (points[r].shape[0],), generator=g).double())
+    batched = ctx.shards("batched", lambda r, g: torch.rand(3, odd_size(g, 800), 2, generator=g) * 4 - 2)
+    for rule in ("ignore", "clamp"):
+        got = dh.histogram_edges(values[ctx.rank], edges, out_of_range=rule)
+        expect_equal(got, torch_dsmhist.histogram_edges(flat_cat(values), edges, out_of_range=rule), f"edges {rule}")
+        got = dh.histogramdd(points[ctx.rank], grid, weights[ctx.rank], rule)
+        want = torch_dsmhist.histogramdd(torch.cat(points), grid, torch.cat(weights), rule)
+        expect_equal(got, want, f"histogramdd weighted {rule}")  # integer weights: exact in any order
+    got = dh.histogramdd(batched[ctx.rank], grid, dtype=torch.int32)
+    expect_equal(got, torch_dsmhist.histogramdd(torch.cat(batched, dim=1), grid, dtype=torch.int32), "batched")
+    first = ctx.rank == 0
+    fewer = edges if first else edges[:-1]
+    expect_raises(ValueError, "the same bins", lambda: dh.histogram_edges(values[ctx.rank], fewer), "edge count")
+    ids = torch.randint(-3, 4, (50,), generator=ctx.gen("ids")).to(ctx.device)
+    int_edges = torch.linspace(-3, 3, 7, dtype=torch.float32 if first else torch.float64, device=ctx.device)
+    expect_raises(ValueError, "the same edges", lambda: dh.histogram_edges(ids, int_edges), "edge dtype")
+    expect_raises(
+        ValueError,
+        "the same function",
+        lambda: dh.histogram_edges(values[ctx.rank], edges) if first else dh.histogramdd(points[ctx.rank], grid),
+        "function",
+    )
+    expect_raises(
+        ValueError,
+        "the same batch shape",
+        lambda: dh.histogramdd(batched[ctx.rank] if first else batched[ctx.rank][:2], grid),
+        "batch shape",
+    )
+
+
+@scenario()
 def all_reduce_of_local_running_histograms(ctx: Context) -> None:
     bins = 300
     batches = [ctx.shards(f"b{i}", lambda r, g: torch.randint(0, bins, (odd_size(g),), generator=g)) for i in range(4)]

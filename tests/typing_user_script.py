@@ -54,4 +54,8 @@ def distributed(shard: torch.Tensor) -> torch.Tensor:
     assert isinstance(global_hist, torch.Tensor)
     local = torch_dsmhist.histogram(shard, 8)
     dh.all_reduce_histogram(local)
+    edges = torch.linspace(0.0, 8.0, 9)
+    by_edges = dh.histogram_edges(shard.float(), edges)
+    points = dh.histogramdd(shard.float().reshape(-1, 1), [edges])
+    assert isinstance(by_edges, torch.Tensor) and isinstance(points, torch.Tensor)
     return local

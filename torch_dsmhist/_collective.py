@@ -54,12 +54,13 @@ class PendingHistogram:
 # What one rank prepares, and the guard around it
 # ---------------------------------------------------------------------------------------------------------------
 
-INDEX, GIVEN_RANGE, DATA_RANGE, NO_BINNING = 0, 1, 2, 3
+INDEX, GIVEN_RANGE, DATA_RANGE, NO_BINNING, EDGES = 0, 1, 2, 3, 4
 _MODE_NAMES = (
     "bin = value (integer input, no min/max)",
     "a given [min, max]",
     "the data's range (floating input, no min/max)",
     "none (a histogram to sum)",
+    "bin edges",
 )
 
 # The fields every rank must agree on, in message order (after the status and element-count slots).
@@ -74,6 +75,7 @@ _FIELD_NAMES = (
     "count / sum dtype (from dtype, weight's dtype, or hist's / out's dtype)",
     "device type",
     "batch shape (leading dims)",
+    "edges (count per dim and dtype; their values are not compared)",
 )
 _STATUS, _ELEMENTS, _FIRST_FIELD = 0, 1, 2
 _MESSAGE_LENGTH = _FIRST_FIELD + len(_FIELD_NAMES)
@@ -224,12 +226,15 @@ def call_signature(
     count_dtype: torch.dtype,
     device: torch.device,
     batch_shape: Sequence[int],
+    edges: Sequence[torch.Tensor] = (),
 ) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
     """The codes the ranks compare (int64 each, in _FIELD_NAMES order) and the values a message shows.
 
     ``accumulate`` is whether the global histogram is added into the target (out=, hist) or replaces it: ranks that
-    differ would each be left with a different result, which the sum itself would not reveal.
+    differ would each be left with a different result, which the sum itself would not reveal. ``edges`` (the edges
+    ops): compared by count and dtype only, since reading their values would wait for the GPU.
     """
+    edges_text = repr(tuple((int(e.numel()), str(e.dtype).replace("torch.", "")) for e in edges))
     codes = (
         _text_code(op),
         bins,
@@ -241,6 +246,7 @@ def call_signature(
         _text_code(str(count_dtype)),
         _text_code(device.type),
         _text_code(repr(tuple(batch_shape))),
+        _text_code(edges_text),
     )
     shown = (
         op,
@@ -253,6 +259,7 @@ def call_signature(
         str(count_dtype),
         device.type,
         repr(tuple(batch_shape)),
+        edges_text,
     )
     return codes, shown
 

@@ -13,7 +13,8 @@ has a finite value).
 The agreement check (``check=True``, the default). Before any histogram is exchanged, each rank prepares its call
 (binding and checking the arguments and counting its shard) inside one guard, then one all-gather of a few integers
 per rank carries either the rank's call signature (the function, ``bins``, the binning mode and range,
-``out_of_range``, ``accumulate``, the count or sum dtype, the device type, the batch shape, the element count) or the
+``out_of_range``, ``accumulate``, the count or sum dtype, the device type, the batch shape, the edges' count and dtype
+for the edges ops, the element count) or the
 fact that its preparation raised. Every rank then decides the same thing from the same table:
 
 - a rank whose preparation raised (any exception type, including a call Python could not bind, and any
@@ -66,6 +67,7 @@ from ._collective import (
     call_signature,
     collective,
 )
+from ._distributed_edges import histogram_edges, histogramdd
 from ._distributed_local import (
     HISTOGRAM_DTYPES,
     binning_mode,
@@ -75,7 +77,15 @@ from ._distributed_local import (
     write_into,
 )
 
-__all__ = ["histogram", "histogram_add_", "batched_histogram", "all_reduce_histogram", "PendingHistogram"]
+__all__ = [
+    "histogram",
+    "histogram_add_",
+    "batched_histogram",
+    "histogram_edges",
+    "histogramdd",
+    "all_reduce_histogram",
+    "PendingHistogram",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------------
