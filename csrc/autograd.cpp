@@ -60,9 +60,11 @@ using EdgesSignature = at::Tensor(const at::Tensor&, at::TensorList, const std::
 using HistogramEdgesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                            c10::string_view, std::optional<at::ScalarType>);
 using EdgeBinIndicesSignature = at::Tensor(const at::Tensor&, at::TensorList, c10::string_view);
+using RowEdgeBinIndicesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view);
 
-// histogram_edges (one edges tensor, input of any shape) and histogramdd (input [..., N, D]) differentiated in weight: the
-// backward bins the saved points again with dsmhist::_edge_bin_indices, the forward's own rule and edges.
+// histogram_edges (one edges tensor: 1-D, or per-row [..., B + 1]) and histogramdd (input [..., N, D]) differentiated
+// in weight: the backward bins the saved points again with dsmhist::_edge_bin_indices (or _row_edge_bin_indices),
+// the forward's own rule and edges.
 struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHistogram> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, std::vector<at::Tensor> edges,
                             const at::Tensor& weight, const std::string& out_of_range,
@@ -104,14 +106,21 @@ struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHi
       // The forward's points (histogram_edges: the input flattened in its memory order, without a copy where
       // it can be), so the int32 bins are the only per-element tensor besides the mask and the gradient.
       const bool nd = ctx->saved_data["nd"].toBool();
-      const PointsView view = nd ? PointsView{input, {}} : points_of(input);
-      at::Tensor indices = bin_indices.call(view.points, edges, ctx->saved_data["out_of_range"].toStringRef());
-      if (nd && input.dim() > 2) {  // [..., N, D]: row r's points gather from row r of the [rows, bins] gradient
-        const int64_t rows = c10::multiply_integers(input.sizes().slice(0, input.dim() - 2));
-        at::Tensor picked = gather_weight_grad(indices.reshape({rows, -1}).to(at::kLong),
-                                               grads[0].reshape({rows, -1}), weight_dtype);
+      const std::string out_of_range = ctx->saved_data["out_of_range"].toStringRef();
+      // One histogram per row: histogramdd of [..., N, D], or histogram_edges with edges [..., B + 1]. Row r's
+      // elements gather from row r of the [rows, bins] gradient.
+      const bool batched_nd = nd && input.dim() > 2, per_row = !nd && edges[0].dim() > 1;
+      if (batched_nd || per_row) {
+        static const auto row_bin_indices = find_op<RowEdgeBinIndicesSignature>("dsmhist::_row_edge_bin_indices");
+        at::Tensor indices = per_row ? row_bin_indices.call(input, edges[0], out_of_range)
+                                     : bin_indices.call(input, edges, out_of_range);
+        const int64_t rows = c10::multiply_integers(input.sizes().slice(0, input.dim() - (per_row ? 1 : 2)));
+        at::Tensor picked =
+            gather_weight_grad(indices.reshape({rows, -1}).to(at::kLong), grads[0].reshape({rows, -1}), weight_dtype);
         grad_weight = picked.reshape(weight_shape);
       } else {
+        const PointsView view = nd ? PointsView{input, {}} : points_of(input);
+        at::Tensor indices = bin_indices.call(view.points, edges, out_of_range);
         at::Tensor flat = gather_weight_grad(std::move(indices), grads[0].reshape({-1}), weight_dtype);
         grad_weight = nd ? flat.reshape(weight_shape) : from_points_order(view, flat, weight_shape);
       }

@@ -42,6 +42,20 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
     for (size_t d = 0; d + 1 < rank; ++d) points *= input.shape[d];
   } else {
     TORCH_CHECK_VALUE(edges.size() == 1, op, ": expected one edges tensor");
+    const c10::SymIntArrayRef edge_shape = edges[0].shape;
+    if (edge_shape.size() > 1) {  // per-row edges: input [..., N] and edges [..., B + 1] with the same leading dims
+      args.per_row = true;
+      const size_t rank = edge_shape.size();
+      TORCH_CHECK_VALUE(
+          input.shape.size() == rank && input.shape.slice(0, rank - 1).equals(edge_shape.slice(0, rank - 1)), op,
+          ": edges of shape ", edge_shape, " give each row of input its own edges, so input must ",
+          "have shape [..., N] with the same leading dims ", edge_shape.slice(0, rank - 1), ", got ", input.shape);
+      for (size_t d = 0; d + 1 < rank; ++d) {
+        args.batch_shape.push_back(input.shape[d].guard_int(__FILE__, __LINE__));
+        args.output_shape.push_back(args.batch_shape.back());
+        args.rows *= args.batch_shape.back();
+      }
+    }
     for (const c10::SymInt& size : input.shape) points *= size;
   }
   args.dims = static_cast<int64_t>(edges.size());
@@ -51,8 +65,10 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
   for (size_t d = 0; d < edges.size(); ++d) {
     const TensorFacts& e = edges[d];
     const std::string name = edges_name(nd, d);
-    TORCH_CHECK_VALUE(e.shape.size() == 1 && e.shape[0] >= 1, op, ": ", name,
-                      " must be a 1-D tensor of at least one edge, got shape ", e.shape);
+    TORCH_CHECK_VALUE(
+        (e.shape.size() == 1 || args.per_row) && e.shape.back() >= 1, op, ": ", name,
+        args.per_row ? " must hold at least one edge a row" : " must be a 1-D tensor of at least one edge",
+        ", got shape ", e.shape);
     TORCH_CHECK_VALUE(at::isFloatingType(e.dtype), op, ": ", name, " must be floating, got ",
                       torch_dtype_name(e.dtype));
     TORCH_CHECK_VALUE(!floating_input || e.dtype == input.dtype, op, ": ", name, " must have input's dtype ",
@@ -60,7 +76,7 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
                       torch_dtype_name(e.dtype));
     TORCH_CHECK_VALUE(e.device == input.device, op, ": ", name, " is on ", e.device, " but input is on ", input.device,
                       "; both must be on the same device");
-    const int64_t bins = e.shape[0].guard_int(__FILE__, __LINE__) - 1;
+    const int64_t bins = e.shape.back().guard_int(__FILE__, __LINE__) - 1;
     args.bin_shape.push_back(bins);
     args.output_shape.push_back(bins);
     TORCH_CHECK_VALUE(bins == 0 || args.total_bins <= std::numeric_limits<int32_t>::max() / bins, op,
@@ -92,15 +108,22 @@ void check_edges_sorted(const char* op, const std::vector<at::Tensor>& edges, bo
   // Read in place (strided, any floating dtype): a check that allocated would fail on an expanded edges tensor of
   // 2^31 elements before the op could name what it cannot allocate.
   for (size_t d = 0; d < edges.size(); ++d) {
-    const at::Tensor& e = edges[d];
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, e.scalar_type(), "check_edges_sorted", [&] {
-      const scalar_t* data = e.const_data_ptr<scalar_t>();
-      const int64_t n = e.numel(), stride = e.stride(0);
-      for (int64_t i = 0; i < n; ++i) {
-        const double value = static_cast<double>(data[i * stride]);
-        TORCH_CHECK_VALUE(!std::isnan(value), op, ": ", edges_name(nd, d), " holds NaN (at index ", i, ")");
-        TORCH_CHECK_VALUE(i == 0 || static_cast<double>(data[(i - 1) * stride]) <= value, op, ": ", edges_name(nd, d),
-                          " must be sorted non-decreasing (index ", i, " is below index ", i - 1, ")");
+    // Per-row edges ([..., B + 1]) row by row; their leading dims are flattened (a copy only where they do not merge).
+    const at::Tensor rows = edges[d].dim() > 1 ? edges[d].reshape({-1, edges[d].size(-1)}) : edges[d].unsqueeze(0);
+    const bool per_row = edges[d].dim() > 1;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, rows.scalar_type(), "check_edges_sorted", [&] {
+      const scalar_t* data = rows.const_data_ptr<scalar_t>();
+      const int64_t n = rows.size(1), stride = rows.stride(1);
+      for (int64_t r = 0; r < rows.size(0); ++r) {
+        const scalar_t* row = data + r * rows.stride(0);
+        const std::string where = per_row ? "row " + std::to_string(r) + ", " : std::string();
+        for (int64_t i = 0; i < n; ++i) {
+          const double value = static_cast<double>(row[i * stride]);
+          TORCH_CHECK_VALUE(!std::isnan(value), op, ": ", edges_name(nd, d), " holds NaN (at ", where, "index ", i,
+                            ")");
+          TORCH_CHECK_VALUE(i == 0 || static_cast<double>(row[(i - 1) * stride]) <= value, op, ": ", edges_name(nd, d),
+                            " must be sorted non-decreasing (", where, "index ", i, " is below index ", i - 1, ")");
+        }
       }
     });
   }

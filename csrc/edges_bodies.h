@@ -85,6 +85,56 @@ at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor&
   return output;
 }
 
+// Per-row edges: element i of row r binned in edge_rows[r] alone, into indices[r][i] (int32 [rows, N], contiguous;
+// kDroppedPoint where dropped). Rows go through the edge-binning stage kMaxEdgeDims at a time, each row a dim of the
+// points [N, group] (each_dim_alone), so a GBDT sketch of 32 features bins in one launch.
+template <typename Backend>
+void bin_rows(const EdgesArgs& args, const at::Tensor& input_rows, const at::Tensor& edge_rows, at::Tensor& indices) {
+  const int64_t rows = input_rows.size(0), n = input_rows.size(1);
+  if (args.total_bins == 0) {
+    indices.fill_(kDroppedPoint);
+    return;
+  }
+  if (rows == 0 || n == 0) return;
+  for (int64_t first = 0; first < rows; first += kMaxEdgeDims) {
+    const int64_t group = std::min<int64_t>(kMaxEdgeDims, rows - first);
+    EdgesArgs group_args = args;
+    group_args.dims = group;
+    group_args.bin_shape.assign(static_cast<size_t>(group), 1);  // flat strides are unused when dims bin alone
+    const at::Tensor points = input_rows.narrow(0, first, group).t();
+    std::vector<at::Tensor> group_edges;
+    for (int64_t r = first; r < first + group; ++r) group_edges.push_back(edge_rows[r]);
+    at::Tensor edge_buffer;
+    EdgeBinParams p = make_edge_bin_params(group_args, points, group_edges, &edge_buffer);
+    p.first_point = 0;
+    p.points = n;
+    p.each_dim_alone = true;
+    p.out_dim_stride = n;
+    p.out = indices.mutable_data_ptr<int32_t>() + first * n;
+    Backend::edge_bins(p, points);
+  }
+}
+
+// histogram_edges with edges [..., B + 1]: every element's bin in its row's edges (4 bytes an element), then one
+// batched count of [rows, N] into [rows, B] (the index-mode batched histogram: one launch on CUDA).
+template <typename Backend>
+at::Tensor count_rows_with_own_edges(const char* op, const EdgesArgs& args, const at::Tensor& input,
+                                     const at::Tensor& edges, const std::optional<at::Tensor>& weight) {
+  at::Tensor output =
+      allocate_named(op, "the output", args.output_shape, input.options().dtype(args.count.output_dtype));
+  if (args.total_bins == 0 || args.rows == 0) return output;
+  const int64_t n = input.size(-1);
+  at::Tensor indices = allocate_named(op, "the bin indices", {args.rows, n}, input.options().dtype(at::kInt));
+  bin_rows<Backend>(args, input.reshape({args.rows, n}), edges.reshape({args.rows, -1}), indices);
+  std::optional<at::Tensor> weight2d;
+  if (weight.has_value() && weight->defined()) weight2d = weight->reshape({args.rows, n});
+  at::Tensor output2d = output.view({args.rows, args.total_bins});
+  HistogramParams p = make_params(args.count, indices, weight2d, args.total_bins, output2d, /*batched=*/true,
+                                  /*accumulate=*/false);
+  Backend::histogram(op, args.count, p, indices);
+  return output;
+}
+
 template <typename Backend>
 at::Tensor histogram_edges(const at::Tensor& input, const at::Tensor& edges, const std::optional<at::Tensor>& weight,
                            c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
@@ -94,6 +144,7 @@ at::Tensor histogram_edges(const at::Tensor& input, const at::Tensor& edges, con
       check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, false);
   Backend::check_device(op, input);
   Backend::check_edges(op, edge_list, false);
+  if (args.per_row) return count_rows_with_own_edges<Backend>(op, args, input, edges, weight);
   const PointsView view = points_of(input);
   std::optional<at::Tensor> weight1d;
   if (weight.has_value() && weight->defined()) weight1d = in_points_order(view, *weight);
@@ -169,6 +220,23 @@ at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::
   return indices;
 }
 
+// Each element's bin in its own row's edges (-1: dropped) as int32 of input's shape: the backward of histogram_edges
+// with per-row edges. input [..., N], edges [..., B + 1].
+template <typename Backend>
+at::Tensor row_edge_bin_indices(const at::Tensor& input, const at::Tensor& edges, c10::string_view out_of_range) {
+  const char* op = "torch_dsmhist._row_edge_bin_indices";
+  const EdgesArgs args =
+      check_edges_args(op, facts_of(input), facts_of_edges({edges}), std::nullopt, out_of_range, std::nullopt, false);
+  TORCH_CHECK_VALUE(args.per_row, op, ": edges must have shape [..., B + 1] (one edges row per input row), got ",
+                    edges.sizes());
+  Backend::check_device(op, input);
+  at::Tensor indices = allocate_named(op, "the bin indices", input.sizes(), input.options().dtype(at::kInt));
+  if (args.rows == 0) return indices;
+  at::Tensor rows_view = indices.view({args.rows, input.size(-1)});
+  bin_rows<Backend>(args, input.reshape({args.rows, input.size(-1)}), edges.reshape({args.rows, -1}), rows_view);
+  return indices;
+}
+
 }  // namespace edge_bodies
 
 template <typename Backend>
@@ -176,6 +244,7 @@ void register_edge_op_bodies(torch::Library& m) {
   m.impl("histogram_edges", &edge_bodies::histogram_edges<Backend>);
   m.impl("histogramdd", &edge_bodies::histogramdd<Backend>);
   m.impl("_edge_bin_indices", &edge_bodies::edge_bin_indices<Backend>);
+  m.impl("_row_edge_bin_indices", &edge_bodies::row_edge_bin_indices<Backend>);
 }
 
 }  // namespace dsmhist

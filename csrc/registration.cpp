@@ -44,6 +44,9 @@ TORCH_LIBRARY(dsmhist, m) {
       "ScalarType? dtype=None) -> Tensor");
   // Each point's flat bin of histogramdd (int32, -1: dropped), for the backward of the weighted edges ops.
   m.def("_edge_bin_indices(Tensor input, Tensor[] edges, str out_of_range=\"ignore\") -> Tensor");
+  // Each element's bin in its own row's edges (int32 of input's shape, -1: dropped): the backward of histogram_edges
+  // with per-row edges ([..., B + 1]).
+  m.def("_row_edge_bin_indices(Tensor input, Tensor edges, str out_of_range=\"ignore\") -> Tensor");
   m.def(
       "_check_edges_args(str op, ScalarType input_dtype, SymInt[] input_shape, Device input_device, "
       "ScalarType[] edge_dtypes, int[] edge_ranks, SymInt[] edge_sizes, Device[] edge_devices, "

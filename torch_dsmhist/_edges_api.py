@@ -28,7 +28,10 @@ def histogram_edges(
 
     Bin ``i`` is ``[edges[i], edges[i+1])``, the last bin closed: torch.histogram's rule. ``edges`` is 1-D, sorted
     non-decreasing, floating, with ``input``'s dtype for floating input (any floating dtype for integer input, compared
-    in float64), on ``input``'s device; the output has ``len(edges) - 1`` bins. ``out_of_range``: ``"ignore"`` drops
+    in float64), on ``input``'s device; the output has ``len(edges) - 1`` bins. Per-row edges: ``edges``
+    ``[..., B + 1]`` with ``input`` ``[..., N]`` (the same leading dims) gives ``[..., B]``, row ``r`` of ``input``
+    over row ``r`` of ``edges`` (each row sorted; e.g. a GBDT sketch: features as rows, each with its own quantile
+    edges), binned in one pass per 32 rows and counted in one batched launch. ``out_of_range``: ``"ignore"`` drops
     values outside ``[edges[0], edges[-1]]``, ``"clamp"`` counts them in the first / last bin; NaN is always dropped.
     ``weight`` (input's shape, floating, differentiable) and ``dtype`` follow :func:`torch_dsmhist.histogram`.
     Unsorted edges raise ``ValueError`` on the CPU; on CUDA they are not checked (that would synchronise) and give

@@ -92,7 +92,21 @@ def _histogram_edges(a: Arguments) -> torch.Tensor:
     dtype = check_edges_call(
         "torch_dsmhist.histogram_edges", a["input"], [a["edges"]], a["weight"], a["out_of_range"], a["dtype"], nd=False
     )
-    return _input(a).new_empty((a["edges"].shape[0] - 1,), dtype=dtype)
+    edges = a["edges"]
+    rows = tuple(a["input"].shape[:-1]) if edges.dim() > 1 else ()  # per-row edges: a histogram a row
+    return _input(a).new_empty(rows + (edges.shape[-1] - 1,), dtype=dtype)
+
+
+def _row_edge_bin_indices(a: Arguments) -> torch.Tensor:
+    check_edges_call(
+        "torch_dsmhist._row_edge_bin_indices", a["input"], [a["edges"]], None, a["out_of_range"], None, nd=False
+    )
+    if a["edges"].dim() < 2:
+        raise ValueError(
+            "torch_dsmhist._row_edge_bin_indices: edges must have shape [..., B + 1] (one edges row per input row), "
+            f"got {list(a['edges'].shape)}"
+        )
+    return _input(a).new_empty(tuple(a["input"].shape), dtype=torch.int32)
 
 
 def _histogramdd(a: Arguments) -> torch.Tensor:
@@ -144,6 +158,7 @@ _KERNELS: Dict[str, Callable[[Arguments], Any]] = {
     "histogram_edges": _histogram_edges,
     "histogramdd": _histogramdd,
     "_edge_bin_indices": _edge_bin_indices,
+    "_row_edge_bin_indices": _row_edge_bin_indices,
     "moe_align_block_size": _moe_align_block_size,
     "moe_routing": _moe_routing,
 }

@@ -40,6 +40,10 @@ struct EdgeBinParams {
   int64_t edge_offset[kMaxEdgeDims + 1] = {};  // dim d's edges are edges[edge_offset[d], edge_offset[d + 1])
   int64_t flat_stride[kMaxEdgeDims] = {};      // row-major strides of the output: flat = sum(bin_d * flat_stride[d])
   int32_t* out = nullptr;                      // one flat bin per point, kDroppedPoint where dropped
+  // Per-row edges (histogram_edges with edges [..., B + 1]): each coordinate is binned alone, its own bin (or
+  // kDroppedPoint) written to out[d * out_dim_stride + i]; flat_stride is unused.
+  bool each_dim_alone = false;
+  int64_t out_dim_stride = 0;
 };
 
 // Where the fused edges path (bin and count in one pass) adds each point: the output (zeroed by the launch), its

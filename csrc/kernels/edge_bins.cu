@@ -101,13 +101,17 @@ __global__ void __launch_bounds__(kEdgeBinThreads) edge_bin_kernel(EdgeBinParams
       const int32_t cell = edge_cell(x, s.first_edge[d], s.cells_per_unit[d], shape.cells[d]);
       const int32_t* dim_table = s.table + shape.table_offset[d];
       const int64_t bin = edge_bin<E, int64_t>(x, dim_edges, count, dim_table[cell], dim_table[cell + 1], p.clamp);
+      if (p.each_dim_alone) {
+        p.out[d * p.out_dim_stride + i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
+        continue;
+      }
       if (bin < 0) {
         flat = kDroppedPoint;
         break;
       }
       flat += bin * p.flat_stride[d];
     }
-    p.out[i] = static_cast<int32_t>(flat);
+    if (!p.each_dim_alone) p.out[i] = static_cast<int32_t>(flat);
   }
 }
 
