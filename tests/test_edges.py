@@ -175,6 +175,12 @@ def test_opcheck_and_compile(device, gen):
 def test_readme_example():
     out = torch_dsmhist.histogram_edges(torch.tensor([0.5, 1.0, 3.0]), torch.tensor([0.0, 1.0, 3.0]))
     assert out.tolist() == [1, 2]
+    points = torch.tensor([[0.5, 0.5], [1.5, 0.5], [1.5, 1.5]])
+    edges = [torch.tensor([0.0, 1.0, 2.0]), torch.tensor([0.0, 1.0, 2.0])]
+    assert torch_dsmhist.histogramdd(points, edges).tolist() == [[1, 0], [1, 1]]
+    assert torch_dsmhist.histogramdd(torch.stack([points, points]), edges).shape == torch.Size([2, 2, 2])
+    rows = torch_dsmhist.histogram_edges(torch.tensor([[0.5], [2.5]]), torch.tensor([[0.0, 1.0], [2.0, 3.0]]))
+    assert rows.tolist() == [[1], [1]]
 
 
 # ----- issue 48: gradients over changed edges, memory, allocation failures --------------------------------------
