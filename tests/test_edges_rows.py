@@ -11,6 +11,7 @@ from test_edges import random_values, reference_nd
 import torch_dsmhist
 
 from conftest import DEVICES
+from helpers import host_sync_raises
 
 
 def sorted_rows(rows, count, dtype, gen) -> torch.Tensor:
@@ -130,3 +131,27 @@ def test_per_row_edges_opcheck_and_compile(device, gen):
     torch.library.opcheck(torch.ops.dsmhist._row_edge_bin_indices.default, (x, edges, "ignore"))
     compiled = torch.compile(lambda x, e: torch_dsmhist.histogram_edges(x, e), fullgraph=True)
     assert torch.equal(compiled(x, edges), torch_dsmhist.histogram_edges(x, edges))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_call_site_shapes_never_synchronise(gen):
+    """Per-row edges and a batched histogramdd, counts and weighted sums with their backward, under
+    torch.cuda.set_sync_debug_mode("error"): no host synchronisation (each shape is called once before, so lazy
+    initialisation is not counted)."""
+    x = torch.randn(37, 999, generator=gen).cuda()
+    edges = sorted_rows((37,), 17, torch.float32, gen).cuda()
+    points = torch.rand(4, 501, 3, generator=gen).cuda()
+    grid = [torch.linspace(0, 1, 9, device="cuda")] * 3
+    w_rows = torch.rand(37, 999, generator=gen).cuda().requires_grad_()
+    w_points = torch.rand(4, 501, generator=gen).cuda().requires_grad_()
+
+    def calls():
+        torch_dsmhist.histogram_edges(x, edges, dtype=torch.int32)
+        torch_dsmhist.histogram_edges(x, edges, w_rows, "clamp").sum().backward()
+        torch_dsmhist.histogramdd(points, grid)
+        torch_dsmhist.histogramdd(points, grid, w_points).sum().backward()
+
+    calls()
+    with host_sync_raises():
+        calls()
+    torch.cuda.synchronize()
