@@ -155,3 +155,28 @@ def test_call_site_shapes_never_synchronise(gen):
     with host_sync_raises():
         calls()
     torch.cuda.synchronize()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_call_site_shapes_memory_on_cuda(gen):
+    """What docs/semantics.md states: beyond the output and the edges, per-row edges and a batched histogramdd hold
+    one int32 bin per element (per point), and read a transposed feature matrix in place (no copy of the input)."""
+    if not torch_dsmhist.built_with_cuda():
+        pytest.skip("built without CUDA")
+    data = torch.randn(1 << 20, 37, generator=gen).cuda()  # 148 MiB, passed as its transpose [37, 2^20]
+    edges = sorted_rows((37,), 256, torch.float32, gen).cuda()
+    points = torch.rand(16, 1 << 20, 3, generator=gen).cuda()
+    grid = [torch.linspace(0, 1, 17, device="cuda")] * 3
+    slack = 4 << 20
+    for name, call, elements, edge_bytes in (
+        ("per-row", lambda: torch_dsmhist.histogram_edges(data.t(), edges), data.numel(), edges.numel() * 4),
+        ("batched", lambda: torch_dsmhist.histogramdd(points, grid), 16 << 20, 3 * 17 * 4),
+    ):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = call()
+        output_bytes = out.numel() * out.element_size()
+        growth = torch.cuda.max_memory_allocated() - base
+        assert growth <= output_bytes + 4 * elements + edge_bytes + slack, (name, growth / 2**20)
+        del out
