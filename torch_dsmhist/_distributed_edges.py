@@ -11,7 +11,6 @@ import torch
 from . import _rules
 from ._collective import EDGES, GroupType, Prepared, call_signature, collective
 from ._distributed_local import require_backend
-from ._edges_api import _check_edges_list
 
 
 def _checked_flags(op: str, async_op: bool, check: bool) -> bool:
@@ -50,11 +49,7 @@ def histogram_edges(
         hist = torch_dsmhist.distributed.histogram_edges(shard, torch.linspace(0, 1, 101, device=shard.device))
     """
     op = "torch_dsmhist.distributed.histogram_edges"
-    _rules.check_tensor(op, "input", input)
-    _rules.check_tensor(op, "edges", edges)
-    _rules.check_tensor(op, "weight", weight, optional=True)
-    _rules.check_choice(op, "out_of_range", out_of_range)
-    _rules.check_dtype(op, "dtype", dtype)
+    _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, False)
     async_op = _checked_flags(op, async_op, check)
     require_backend(op, "input", input, group)
     count_dtype = _rules.check_edges_call(
@@ -94,11 +89,7 @@ def histogramdd(
         RuntimeError: as :func:`histogram_edges`.
     """
     op = "torch_dsmhist.distributed.histogramdd"
-    _rules.check_tensor(op, "input", input)
-    edge_list = _check_edges_list(op, edges)
-    _rules.check_tensor(op, "weight", weight, optional=True)
-    _rules.check_choice(op, "out_of_range", out_of_range)
-    _rules.check_dtype(op, "dtype", dtype)
+    edge_list = _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, True)
     async_op = _checked_flags(op, async_op, check)
     require_backend(op, "input", input, group)
     count_dtype = _rules.check_edges_call(

@@ -1,20 +1,12 @@
 """The Python API of the bin-edges ops: :func:`histogram_edges` and :func:`histogramdd`."""
 
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
 from . import _rules
 
 __all__ = ["histogram_edges", "histogramdd"]
-
-
-def _check_edges_list(fn: str, edges: object) -> List[torch.Tensor]:
-    if isinstance(edges, torch.Tensor) or not isinstance(edges, (list, tuple)):
-        raise TypeError(f"{fn}: edges must be a list or tuple of tensors, got {type(edges).__name__}")
-    for i, e in enumerate(edges):
-        _rules.check_tensor(fn, f"edges[{i}]", e)
-    return list(edges)
 
 
 def histogram_edges(
@@ -41,12 +33,7 @@ def histogram_edges(
         TypeError: an argument of the wrong Python type, named in the message.
         ValueError: a bad value (edges' dtype, shape or device, unsorted edges on the CPU, ...), named in the message.
     """
-    fn = "torch_dsmhist.histogram_edges"
-    _rules.check_tensor(fn, "input", input)
-    _rules.check_tensor(fn, "edges", edges)
-    _rules.check_tensor(fn, "weight", weight, optional=True)
-    _rules.check_choice(fn, "out_of_range", out_of_range)
-    _rules.check_dtype(fn, "dtype", dtype)
+    _rules.check_edges_call_arguments("torch_dsmhist.histogram_edges", input, edges, weight, out_of_range, dtype, False)
     result: torch.Tensor = torch.ops.dsmhist.histogram_edges(input, edges, weight, out_of_range, dtype)
     return result
 
@@ -77,11 +64,8 @@ def histogramdd(
         TypeError: an argument of the wrong Python type (``edges`` not a list or tuple of tensors, ...).
         ValueError: a bad value (shapes, dtypes, devices, too many bins, ...), named in the message.
     """
-    fn = "torch_dsmhist.histogramdd"
-    _rules.check_tensor(fn, "input", input)
-    edge_list = _check_edges_list(fn, edges)
-    _rules.check_tensor(fn, "weight", weight, optional=True)
-    _rules.check_choice(fn, "out_of_range", out_of_range)
-    _rules.check_dtype(fn, "dtype", dtype)
+    edge_list = _rules.check_edges_call_arguments(
+        "torch_dsmhist.histogramdd", input, edges, weight, out_of_range, dtype, True
+    )
     result: torch.Tensor = torch.ops.dsmhist.histogramdd(input, edge_list, weight, out_of_range, dtype)
     return result

@@ -93,6 +93,24 @@ def check_dtype(fn: str, name: str, value: Any) -> Optional[torch.dtype]:
     return value
 
 
+def check_edges_call_arguments(
+    fn: str, input: Any, edges: Any, weight: Any, out_of_range: Any, dtype: Any, nd: bool
+) -> List[torch.Tensor]:
+    """The Python types of an edges op's arguments (histogram_edges: one edges tensor; ``nd``: histogramdd's list or
+    tuple of them); returns the edges as a list. Values are the C++ checks' to judge."""
+    check_tensor(fn, "input", input)
+    if nd:
+        if isinstance(edges, torch.Tensor) or not isinstance(edges, (list, tuple)):
+            raise TypeError(f"{fn}: edges must be a list or tuple of tensors, got {type(edges).__name__}")
+        edge_list = [check_tensor(fn, f"edges[{i}]", e) for i, e in enumerate(edges)]
+    else:
+        edge_list = [check_tensor(fn, "edges", edges)]
+    check_tensor(fn, "weight", weight, optional=True)
+    check_choice(fn, "out_of_range", out_of_range)
+    check_dtype(fn, "dtype", dtype)
+    return edge_list
+
+
 def check_into_memory(
     fn: str, name: str, target: torch.Tensor, input: Optional[torch.Tensor], weight: Optional[torch.Tensor]
 ) -> None:

@@ -32,7 +32,9 @@ void edge_bins_typed(const EdgeBinParams& p) {
       guess[d] = position >= static_cast<E>(i - 1) && position < static_cast<E>(i + 1);
     }
   }
-  if (p.each_dim_alone) {  // per-row edges: each coordinate's own bin, a row of out per dim
+  // Per-row edges (each coordinate's own bin, a row of out per dim) and the 1-D ops (one dim: the flat bin is the
+  // bin): a loop per dim with its facts in locals, since a store through out may alias p's fields.
+  if (p.each_dim_alone || p.dims == 1) {
     at::parallel_for(0, p.points, kMinPointsPerTask, [&](int64_t begin, int64_t end) {
       for (int32_t d = 0; d < p.dims; ++d) {
         const T* values = input + p.first_point * p.point_stride + d * p.dim_stride;
@@ -47,23 +49,6 @@ void edge_bins_typed(const EdgeBinParams& p) {
                                       : edge_bin(x, dim_edges, count, 0, count, clamp);
           out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
         }
-      }
-    });
-    return;
-  }
-  if (p.dims == 1) {  // the 1-D ops: the loop with its facts in locals (a store through out may alias p.dims)
-    const T* values = input + p.first_point * p.point_stride;
-    const int64_t stride = p.point_stride, count = p.edge_offset[1] - p.edge_offset[0];
-    const E* dim_edges = edges + p.edge_offset[0];
-    const E per_unit = bins_per_unit[0];
-    const bool guessed = guess[0], clamp = p.clamp;
-    int32_t* out = p.out;
-    at::parallel_for(0, p.points, kMinPointsPerTask, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const E x = static_cast<E>(to_compute(values[i * stride]));
-        const int64_t bin = guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, clamp)
-                                    : edge_bin(x, dim_edges, count, 0, count, clamp);
-        out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
       }
     });
     return;
