@@ -23,6 +23,7 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
   EdgesArgs args;
   args.op = op;
   c10::SymInt points = 1;
+  size_t batch_rank = 0;  // [..., N, D] (histogramdd) or per-row edges: the leading dims
   const InputType input_type = input_type_of(input.dtype, "input", op);
   const bool floating_input = is_floating(input_type);
   if (nd) {
@@ -34,11 +35,7 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
     TORCH_CHECK_VALUE(input.shape[rank - 1] == static_cast<int64_t>(edges.size()), op, ": input has ",
                       input.shape[rank - 1], " coordinates per point (shape ", input.shape, ") but edges has ",
                       edges.size(), " tensors");
-    for (size_t d = 0; d + 2 < rank; ++d) {
-      args.batch_shape.push_back(input.shape[d].guard_int(__FILE__, __LINE__));
-      args.output_shape.push_back(args.batch_shape.back());
-      args.rows *= args.batch_shape.back();
-    }
+    batch_rank = rank - 2;
     for (size_t d = 0; d + 1 < rank; ++d) points *= input.shape[d];
   } else {
     TORCH_CHECK_VALUE(edges.size() == 1, op, ": expected one edges tensor");
@@ -50,13 +47,14 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
           input.shape.size() == rank && input.shape.slice(0, rank - 1).equals(edge_shape.slice(0, rank - 1)), op,
           ": edges of shape ", edge_shape, " give each row of input its own edges, so input must ",
           "have shape [..., N] with the same leading dims ", edge_shape.slice(0, rank - 1), ", got ", input.shape);
-      for (size_t d = 0; d + 1 < rank; ++d) {
-        args.batch_shape.push_back(input.shape[d].guard_int(__FILE__, __LINE__));
-        args.output_shape.push_back(args.batch_shape.back());
-        args.rows *= args.batch_shape.back();
-      }
+      batch_rank = rank - 1;
     }
     for (const c10::SymInt& size : input.shape) points *= size;
+  }
+  // The leading dims, one histogram each, lead the output's shape.
+  for (size_t d = 0; d < batch_rank; ++d) {
+    args.output_shape.push_back(input.shape[d].guard_int(__FILE__, __LINE__));
+    args.rows *= args.output_shape.back();
   }
   args.dims = static_cast<int64_t>(edges.size());
   args.edge_dtype = (floating_input && input.dtype != at::kDouble) ? at::kFloat : at::kDouble;

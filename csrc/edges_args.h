@@ -21,12 +21,11 @@ struct EdgesArgs {
   int64_t dims = 0;        // D
   int64_t total_bins = 0;  // product of every dim's bins (may be 0)
   // histogramdd of [..., N, D], or histogram_edges with per-row edges (edges [..., B + 1], input [..., N]): the
-  // leading dims (empty otherwise) and their product, one histogram each.
+  // product of the leading dims, one histogram each (1 without them).
   bool per_row = false;
-  std::vector<int64_t> batch_shape;
   int64_t rows = 1;
   std::vector<int64_t> bin_shape;          // every dim's bins
-  std::vector<int64_t> output_shape;       // batch_shape, then bin_shape
+  std::vector<int64_t> output_shape;       // the leading dims, then bin_shape
   at::ScalarType edge_dtype = at::kFloat;  // the precision of the comparisons (edge_t of the input type)
 };
 

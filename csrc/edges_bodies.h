@@ -85,54 +85,63 @@ at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor&
   return output;
 }
 
-// Per-row edges: element i of row r binned in edge_rows[r] alone, into indices[r][i] (int32 [rows, N], contiguous;
-// kDroppedPoint where dropped). Rows go through the edge-binning stage kMaxEdgeDims at a time, each row a dim of the
-// points [N, group] (each_dim_alone), so a GBDT sketch of 32 features bins in one launch.
+// Runs the edge-binning stage over points2d ([P, D]) into out: P flat bins, or with each_dim_alone D rows of P bins
+// (each coordinate's own bin, kDroppedPoint where dropped).
 template <typename Backend>
-void bin_rows(const EdgesArgs& args, const at::Tensor& input_rows, const at::Tensor& edge_rows, at::Tensor& indices) {
-  const int64_t rows = input_rows.size(0), n = input_rows.size(1);
-  if (args.total_bins == 0) {
-    indices.fill_(kDroppedPoint);
-    return;
-  }
-  if (rows == 0 || n == 0) return;
-  for (int64_t first = 0; first < rows; first += kMaxEdgeDims) {
-    const int64_t group = std::min<int64_t>(kMaxEdgeDims, rows - first);
-    EdgesArgs group_args = args;
-    group_args.dims = group;
-    group_args.bin_shape.assign(static_cast<size_t>(group), 1);  // flat strides are unused when dims bin alone
-    const at::Tensor points = input_rows.narrow(0, first, group).t();
-    std::vector<at::Tensor> group_edges;
-    for (int64_t r = first; r < first + group; ++r) group_edges.push_back(edge_rows[r]);
-    at::Tensor edge_buffer;
-    EdgeBinParams p = make_edge_bin_params(group_args, points, group_edges, &edge_buffer);
-    p.first_point = 0;
-    p.points = n;
-    p.each_dim_alone = true;
-    p.out_dim_stride = n;
-    p.out = indices.mutable_data_ptr<int32_t>() + first * n;
-    Backend::edge_bins(p, points);
-  }
+void bin_points_into(const EdgesArgs& args, const at::Tensor& points2d, const std::vector<at::Tensor>& edges,
+                     int32_t* out, bool each_dim_alone) {
+  at::Tensor edge_buffer;
+  EdgeBinParams p = make_edge_bin_params(args, points2d, edges, &edge_buffer);
+  p.first_point = 0;
+  p.points = points2d.size(0);
+  p.out = out;
+  p.each_dim_alone = each_dim_alone;
+  p.out_dim_stride = p.points;
+  Backend::edge_bins(p, points2d);
 }
 
-// histogram_edges with edges [..., B + 1]: every element's bin in its row's edges (4 bytes an element), then one
-// batched count of [rows, N] into [rows, B] (the index-mode batched histogram: one launch on CUDA).
-template <typename Backend>
-at::Tensor count_rows_with_own_edges(const char* op, const EdgesArgs& args, const at::Tensor& input,
-                                     const at::Tensor& edges, const std::optional<at::Tensor>& weight) {
+// One histogram per row from every element's int32 bin: `bin_into(indices)` fills [rows, row_length] (kDroppedPoint
+// where dropped; 4 bytes an element), then one batched count of it into [rows, total_bins] (the index-mode batched
+// histogram: one launch on CUDA). The batched histogramdd and per-row edges.
+template <typename Backend, typename BinInto>
+at::Tensor count_binned_rows(const char* op, const EdgesArgs& args, const at::Tensor& input, int64_t row_length,
+                             const std::optional<at::Tensor>& weight, BinInto&& bin_into) {
   at::Tensor output =
       allocate_named(op, "the output", args.output_shape, input.options().dtype(args.count.output_dtype));
   if (args.total_bins == 0 || args.rows == 0) return output;
-  const int64_t n = input.size(-1);
-  at::Tensor indices = allocate_named(op, "the bin indices", {args.rows, n}, input.options().dtype(at::kInt));
-  bin_rows<Backend>(args, input.reshape({args.rows, n}), edges.reshape({args.rows, -1}), indices);
+  at::Tensor indices = allocate_named(op, "the bin indices", {args.rows, row_length}, input.options().dtype(at::kInt));
+  bin_into(indices);
   std::optional<at::Tensor> weight2d;
-  if (weight.has_value() && weight->defined()) weight2d = weight->reshape({args.rows, n});
+  if (weight.has_value() && weight->defined()) weight2d = weight->reshape({args.rows, row_length});
   at::Tensor output2d = output.view({args.rows, args.total_bins});
   HistogramParams p = make_params(args.count, indices, weight2d, args.total_bins, output2d, /*batched=*/true,
                                   /*accumulate=*/false);
   Backend::histogram(op, args.count, p, indices);
   return output;
+}
+
+// Per-row edges (input [..., N], edges [..., B + 1]): element i of row r binned in edges row r alone, into
+// indices[r][i] (int32 [rows, N], contiguous). Rows go through the edge-binning stage kMaxEdgeDims at a time, each row
+// a dim of the points [N, group] (each_dim_alone), so a GBDT sketch of 32 features bins in one launch.
+template <typename Backend>
+void bin_rows(const EdgesArgs& args, const at::Tensor& input, const at::Tensor& edges, at::Tensor& indices) {
+  const int64_t rows = args.rows, n = input.size(-1);
+  if (args.total_bins == 0) {
+    indices.fill_(kDroppedPoint);
+    return;
+  }
+  if (rows == 0 || n == 0) return;
+  const at::Tensor input_rows = input.reshape({rows, n}), edge_rows = edges.reshape({rows, -1});
+  for (int64_t first = 0; first < rows; first += kMaxEdgeDims) {
+    const int64_t group = std::min<int64_t>(kMaxEdgeDims, rows - first);
+    EdgesArgs group_args = args;
+    group_args.dims = group;
+    group_args.bin_shape.assign(static_cast<size_t>(group), 1);  // flat strides are unused when dims bin alone
+    std::vector<at::Tensor> group_edges;
+    for (int64_t r = first; r < first + group; ++r) group_edges.push_back(edge_rows[r]);
+    bin_points_into<Backend>(group_args, input_rows.narrow(0, first, group).t(), group_edges,
+                             indices.mutable_data_ptr<int32_t>() + first * n, /*each_dim_alone=*/true);
+  }
 }
 
 template <typename Backend>
@@ -144,7 +153,10 @@ at::Tensor histogram_edges(const at::Tensor& input, const at::Tensor& edges, con
       check_edges_args(op, facts_of(input), facts_of_edges(edge_list), facts_of(weight), out_of_range, dtype, false);
   Backend::check_device(op, input);
   Backend::check_edges(op, edge_list, false);
-  if (args.per_row) return count_rows_with_own_edges<Backend>(op, args, input, edges, weight);
+  if (args.per_row) {
+    return count_binned_rows<Backend>(op, args, input, input.size(-1), weight,
+                                      [&](at::Tensor& indices) { bin_rows<Backend>(args, input, edges, indices); });
+  }
   const PointsView view = points_of(input);
   std::optional<at::Tensor> weight1d;
   if (weight.has_value() && weight->defined()) weight1d = in_points_order(view, *weight);
@@ -160,34 +172,7 @@ void bin_all_points(const EdgesArgs& args, const at::Tensor& points2d, const std
     return;
   }
   if (points2d.size(0) == 0) return;
-  at::Tensor edge_buffer;
-  EdgeBinParams bin_params = make_edge_bin_params(args, points2d, edges, &edge_buffer);
-  bin_params.first_point = 0;
-  bin_params.points = points2d.size(0);
-  bin_params.out = indices.mutable_data_ptr<int32_t>();
-  Backend::edge_bins(bin_params, points2d);
-}
-
-// histogramdd of [..., N, D]: every point's flat bin (4 bytes a point, all at once), then one batched count over
-// [rows, N] into [rows, total_bins] (the index-mode batched histogram: one launch on CUDA).
-template <typename Backend>
-at::Tensor count_batched_points(const char* op, const EdgesArgs& args, const at::Tensor& input,
-                                const std::vector<at::Tensor>& edges, const std::optional<at::Tensor>& weight) {
-  at::Tensor output =
-      allocate_named(op, "the output", args.output_shape, input.options().dtype(args.count.output_dtype));
-  if (args.total_bins == 0 || args.rows == 0) return output;
-  const int64_t row_points = input.size(-2);
-  const at::Tensor points2d = input.reshape({-1, args.dims});
-  at::Tensor flat_bins =
-      allocate_named(op, "the bin indices", {args.rows, row_points}, input.options().dtype(at::kInt));
-  bin_all_points<Backend>(args, points2d, edges, flat_bins);
-  std::optional<at::Tensor> weight2d;
-  if (weight.has_value()) weight2d = weight->reshape({args.rows, row_points});
-  at::Tensor output2d = output.view({args.rows, args.total_bins});
-  HistogramParams p = make_params(args.count, flat_bins, weight2d, args.total_bins, output2d, /*batched=*/true,
-                                  /*accumulate=*/false);
-  Backend::histogram(op, args.count, p, flat_bins);
-  return output;
+  bin_points_into<Backend>(args, points2d, edges, indices.mutable_data_ptr<int32_t>(), /*each_dim_alone=*/false);
 }
 
 template <typename Backend>
@@ -201,7 +186,11 @@ at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std:
   Backend::check_edges(op, edge_list, true);
   std::optional<at::Tensor> weight_tensor;
   if (weight.has_value() && weight->defined()) weight_tensor = *weight;
-  if (input.dim() > 2) return count_batched_points<Backend>(op, args, input, edge_list, weight_tensor);
+  if (input.dim() > 2) {  // [..., N, D]: every point's flat bin, then one batched count
+    return count_binned_rows<Backend>(op, args, input, input.size(-2), weight_tensor, [&](at::Tensor& indices) {
+      bin_all_points<Backend>(args, input.reshape({-1, args.dims}), edge_list, indices);
+    });
+  }
   return count_points<Backend>(op, args, input, edge_list, weight_tensor);
 }
 
@@ -216,7 +205,7 @@ at::Tensor edge_bin_indices(const at::Tensor& input, at::TensorList edges, c10::
   Backend::check_device(op, input);
   at::Tensor indices =
       allocate_named(op, "the bin indices", input.sizes().slice(0, input.dim() - 1), input.options().dtype(at::kInt));
-  bin_all_points<Backend>(args, input.dim() > 2 ? input.reshape({-1, args.dims}) : input, edge_list, indices);
+  bin_all_points<Backend>(args, input.reshape({-1, args.dims}), edge_list, indices);  // [N, D]: a view of itself
   return indices;
 }
 
@@ -233,7 +222,7 @@ at::Tensor row_edge_bin_indices(const at::Tensor& input, const at::Tensor& edges
   at::Tensor indices = allocate_named(op, "the bin indices", input.sizes(), input.options().dtype(at::kInt));
   if (args.rows == 0) return indices;
   at::Tensor rows_view = indices.view({args.rows, input.size(-1)});
-  bin_rows<Backend>(args, input.reshape({args.rows, input.size(-1)}), edges.reshape({args.rows, -1}), rows_view);
+  bin_rows<Backend>(args, input, edges, rows_view);
   return indices;
 }
 
