@@ -10,12 +10,7 @@ import torch
 
 from . import _rules
 from ._collective import EDGES, GroupType, Prepared, call_signature, collective
-from ._distributed_local import require_backend
-
-
-def _checked_flags(op: str, async_op: bool, check: bool) -> bool:
-    _rules.check_flag(op, "check", check)
-    return _rules.check_flag(op, "async_op", async_op)
+from ._distributed_local import collective_flags, require_backend
 
 
 @collective
@@ -50,7 +45,7 @@ def histogram_edges(
     """
     op = "torch_dsmhist.distributed.histogram_edges"
     _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, False)
-    async_op = _checked_flags(op, async_op, check)
+    async_op = collective_flags(op, async_op, check)
     require_backend(op, "input", input, group)
     count_dtype = _rules.check_edges_call(
         "torch_dsmhist.histogram_edges", input, [edges], weight, out_of_range, dtype, nd=False
@@ -90,7 +85,7 @@ def histogramdd(
     """
     op = "torch_dsmhist.distributed.histogramdd"
     edge_list = _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, True)
-    async_op = _checked_flags(op, async_op, check)
+    async_op = collective_flags(op, async_op, check)
     require_backend(op, "input", input, group)
     count_dtype = _rules.check_edges_call(
         "torch_dsmhist.histogramdd", input, edge_list, weight, out_of_range, dtype, nd=True

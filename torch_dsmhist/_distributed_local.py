@@ -20,6 +20,13 @@ def binning_mode(input: torch.Tensor, min: Optional[float], max: Optional[float]
     return DATA_RANGE if input.is_floating_point() else INDEX
 
 
+def collective_flags(op: str, async_op: object, check: object) -> bool:
+    """The keyword flags every distributed function takes, checked (``async_op``, then ``check``); returns async_op."""
+    checked = _rules.check_flag(op, "async_op", async_op)
+    _rules.check_flag(op, "check", check)
+    return checked
+
+
 def require_backend(op: str, name: str, tensor: torch.Tensor, group: GroupType) -> None:
     """A tensor the group's backends cannot all-reduce would fail on this rank alone, after the check."""
     types = device_types(group)

@@ -72,6 +72,7 @@ from ._distributed_local import (
     HISTOGRAM_DTYPES,
     binning_mode,
     check_target,
+    collective_flags,
     local_range_keys,
     require_backend,
     write_into,
@@ -143,8 +144,8 @@ def histogram(
     bins = _rules.check_bins(op, bins)
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range, dtype)
     out = _rules.check_tensor(op, "out", out, optional=True)
-    accumulate, async_op = _rules.check_flag(op, "accumulate", accumulate), _rules.check_flag(op, "async_op", async_op)
-    _rules.check_flag(op, "check", check)
+    accumulate = _rules.check_flag(op, "accumulate", accumulate)
+    async_op = collective_flags(op, async_op, check)
     mode = binning_mode(input, min, max)
     require_backend(op, "input", input, group)
     if accumulate and out is None:
@@ -250,8 +251,7 @@ def histogram_add_(
     op = "torch_dsmhist.distributed.histogram_add_"
     hist = _rules.check_tensor(op, "hist", hist)
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range)
-    async_op = _rules.check_flag(op, "async_op", async_op)
-    _rules.check_flag(op, "check", check)
+    async_op = collective_flags(op, async_op, check)
     require_backend(op, "input", input, group)
     check_target(op, "hist", hist, input, weight)
     # The local op checks hist's shape, dtype and device against input and weight; into a fresh copy of hist's
@@ -297,8 +297,7 @@ def batched_histogram(
     op = "torch_dsmhist.distributed.batched_histogram"
     bins = _rules.check_bins(op, bins)
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range, dtype)
-    async_op = _rules.check_flag(op, "async_op", async_op)
-    _rules.check_flag(op, "check", check)
+    async_op = collective_flags(op, async_op, check)
     require_backend(op, "input", input, group)
     if input.dim() == 0:
         raise ValueError(f"{op}: input must have at least 1 dim ([..., N]), got a 0-d tensor")
@@ -339,8 +338,7 @@ def all_reduce_histogram(
     """
     op = "torch_dsmhist.distributed.all_reduce_histogram"
     hist = _rules.check_tensor(op, "hist", hist)
-    async_op = _rules.check_flag(op, "async_op", async_op)
-    _rules.check_flag(op, "check", check)
+    async_op = collective_flags(op, async_op, check)
     require_backend(op, "hist", hist, group)
     if hist.dtype not in HISTOGRAM_DTYPES:
         raise ValueError(f"{op}: hist must hold int64, int32, float32 or float64 values, got {hist.dtype}")
