@@ -132,6 +132,12 @@ def test_batched_histogramdd_checks_name_the_argument():
         torch_dsmhist.histogramdd(torch.rand(2, 5, 3), edges)
     with pytest.raises(ValueError, match="at least 2 dims"):
         torch_dsmhist.histogramdd(torch.rand(5), edges[:1])
+    # Nothing written: a refused call (an unsorted edges tensor, found after the shapes passed) leaves every tensor.
+    points, weight, bad = torch.rand(2, 5, 2), torch.rand(2, 5), torch.tensor([1.0, 0.0])
+    kept = [t.clone() for t in (points, weight, bad)]
+    with pytest.raises(ValueError, match="sorted"):
+        torch_dsmhist.histogramdd(points, [edges[0], bad], weight)
+    assert all(torch.equal(a, b) for a, b in zip((points, weight, bad), kept))
 
 
 @pytest.mark.parametrize("device", DEVICES)

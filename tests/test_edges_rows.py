@@ -119,6 +119,13 @@ def test_per_row_edges_checks_name_the_argument():
         torch_dsmhist.histogram_edges(x, edges[:, :0])
     with pytest.raises(ValueError, match=r"\[\.\.\., B \+ 1\]"):
         torch.ops.dsmhist._row_edge_bin_indices(x, edges[0], "ignore")
+    # Nothing written: a call refused after its tensors were read leaves them as they were.
+    weight, bad = torch.rand(4, 10), edges.clone()
+    bad[3] = torch.tensor([1.0, 0.5, 0.0])
+    kept = [t.clone() for t in (x, bad, weight)]
+    with pytest.raises(ValueError, match="row 3"):
+        torch_dsmhist.histogram_edges(x, bad, weight)
+    assert all(torch.equal(a, b) for a, b in zip((x, bad, weight), kept))
 
 
 @pytest.mark.parametrize("device", DEVICES)
