@@ -391,6 +391,39 @@ def edges_cases(gen: torch.Generator):
     )
 
 
+def moe_cases(gen: torch.Generator):
+    """The MoE routing kernel at its launch shapes: one block, a cluster for the ids, a cluster for the padding (few
+    ids, many slots), an expert map, ids out of range; outputs flattened into one tensor to compare."""
+
+    def flat(outputs) -> torch.Tensor:
+        return torch.cat([t.reshape(-1).long().cpu() for t in outputs])
+
+    shapes = [(8, 256, 256, False), (600, 64, 16, False), (20000, 128, 64, True), (5003, 8, 1, False)]
+    for n, experts, block, mapped in shapes:
+        ids = torch.randint(-1, experts + 1, (n,), generator=gen, dtype=torch.int32)
+        expert_map = torch.randint(-1, experts, (experts,), generator=gen, dtype=torch.int32) if mapped else None
+        label = f"moe_align_block_size {n} ids, {experts} experts, block {block}{', expert_map' if mapped else ''}"
+        yield (
+            label,
+            "auto",
+            None,
+            lambda i=ids.cuda(), m=expert_map, e=experts, b=block: flat(
+                torch_dsmhist.moe_align_block_size(i, b, e, expert_map=None if m is None else m.cuda())
+            ),
+            lambda i=ids, m=expert_map, e=experts, b=block: flat(
+                torch_dsmhist.moe_align_block_size(i, b, e, expert_map=m)
+            ),
+        )
+    ids = torch.randint(0, 64, (4096, 8), generator=gen)
+    yield (
+        "moe_routing 32768 ids, 64 experts",
+        "auto",
+        None,
+        lambda i=ids.cuda(): flat(torch_dsmhist.moe_routing(i, 64)),
+        lambda: flat(torch_dsmhist.moe_routing(ids, 64)),
+    )
+
+
 def deterministic(call):
     torch.use_deterministic_algorithms(True)
     try:
@@ -412,6 +445,7 @@ def main() -> int:
         long_weighted_sum_cases(gen),
         bin_index_cases(gen),
         edges_cases(gen),
+        moe_cases(gen),
     ):
         if not re.search(os.environ.get("DSMHIST_SANITIZE_CASES", ""), name):
             continue

@@ -1,12 +1,12 @@
 // MoE routing in one launch: one block, or one cluster whose blocks share their counts through DSMEM (sm_90).
 //
-// Each warp owns a contiguous run of the ids, so (block, warp, step, lane) order is flat-index order. Pass 1: each
-// warp counts its run per expert into its own counter row (shared atomics). The counters are scanned over warps,
-// then over the cluster's blocks (through DSMEM), and the experts' shares (kept ids rounded up to whole blocks) over
-// experts: each warp then knows where each expert's ids of its run begin. Pass 2 reads the run again and writes each
-// id's flat index at its expert's next slot plus its rank among the lower lanes naming the same expert
-// (__match_any_sync groups them; the group's lowest lane then moves the slot): stable without sorting. Last, the
-// padding, the tails, and the per-expert outputs, spread over every thread of the cluster.
+// Each id warp owns a contiguous run of the ids, so (block, warp, step, lane) order is flat-index order. Pass 1: each
+// id warp counts its run per expert into its own counter row (shared atomics). The counters are scanned over warps,
+// then over the cluster's blocks (through DSMEM), and the experts' shares (kept ids in whole blocks) over experts:
+// each id warp then knows where each expert's ids of its run begin. Pass 2 reads the run again and writes each id's
+// flat index at its expert's next slot plus its rank among the lower lanes naming the same expert (__match_any_sync
+// groups them; the group's lowest lane then moves the slot): stable without sorting. Last, the padding, the tails,
+// and the per-expert outputs, spread over every warp of the cluster.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -18,21 +18,31 @@ namespace dsmhist {
 
 namespace {
 
-// Tuning (docs/moe.md has the sweep; H200, 2026-11-26). Ids per block above which a cluster shares the work
-// (sm_90): 2048 beat 4096-16384 at 32K ids (15.3 vs 18.8-49 us). Clusters up to 16 blocks (non-portable above 8:
-// configure_kernel allows it, max_active_clusters checks it): 16 took 1.5-1.8x less than 8 from 128K ids up.
-// Warps: at least 4, and at least one per 8 experts (the per-expert steps are one warp's loop each): 256 experts
-// at 8 ids took 8.8 us with 32 warps, 16.3 with 4.
+// Tuning (docs/perf-log/2026-11-moe.md has the sweeps, H200 then H100). A cluster shares the work above 1024 ids a
+// block (8192 ids: 8.4-8.9 us in 8 blocks, 9.4-10.2 in 4; sm_90) or above 4096 output slots a block (the padding of
+// 256 experts in blocks of 256 is 256 KB: 14.5 us from one SM, 8.7 from a cluster). Clusters up to 16 blocks
+// (non-portable above 8: configure_kernel allows it, max_active_clusters checks it): 16 took 1.5-1.8x less than 8
+// from 128K ids up. Warps: at least 4, and one per 8 experts for the per-expert steps; of them, one id warp per 4
+// steps of 32 ids (2 or 8 steps: 1-3% slower in geometric mean).
 constexpr int kMaxWarps = 32;
 constexpr int kMinWarps = 4;
-constexpr int64_t kIdsPerBlock = 2048;
+constexpr int64_t kIdsPerBlock = 1024;
+constexpr int64_t kSlotsPerBlock = 4096;
 constexpr int kMaxClusterBlocks = 16;
 constexpr int kStepsInFlight = 8;
+constexpr int kStepsPerIdWarp = 4;
 
 // Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
-// total), one counter row per warp, and the scan's warp sums (+ its total).
-__host__ __device__ inline int64_t shared_words(int warps, int experts) {
-  return int64_t(warps + 4) * experts + 1 + kMaxWarps + 1;
+// total), one counter row per id warp, and the scan's warp sums (+ its total).
+__host__ __device__ inline int64_t shared_words(int id_warps, int experts) {
+  return int64_t(id_warps + 4) * experts + 1 + kMaxWarps + 1;
+}
+// The warps that hold ids (a contiguous run each) and count them in a row of counters: as many as give each
+// kStepsPerIdWarp steps of 32 ids. The others share only the per-expert work: a row per warp made 256 experts at
+// 8 ids zero and scan 32 rows for one warp's ids.
+__host__ __device__ inline int id_warps_for(int warps, int64_t per_block) {
+  const int64_t wanted = (per_block + 32 * kStepsPerIdWarp - 1) / (32 * kStepsPerIdWarp);
+  return static_cast<int>(wanted < 1 ? 1 : (wanted > warps ? warps : wanted));
 }
 
 __device__ __forceinline__ int32_t warp_inclusive_sum(int32_t v, int lane) {
@@ -93,7 +103,6 @@ __device__ void moe_align_body(const MoeParams& p) {
   int32_t* kept = block_total + experts;
   int32_t* start = kept + experts;  // experts + 1
   int32_t* rows = start + experts + 1;
-  int32_t* warp_sums = rows + warps * experts;  // kMaxWarps + 1
   int rank = 0, blocks = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster API exists only there
   if constexpr (kCluster) {
@@ -102,15 +111,17 @@ __device__ void moe_align_body(const MoeParams& p) {
   }
 #endif
 
-  for (int e = tid; e < experts; e += blockDim.x) local[e] = moe_local_id(p, e);
-  for (int k = tid; k < warps * experts; k += blockDim.x) rows[k] = 0;
-  __syncthreads();  // every warp reads the local ids and its zeroed row below
-
   // 32-bit arithmetic (n < 2^31, checked by the op): 64-bit division is a long software routine.
   const uint32_t n = static_cast<uint32_t>(p.n);
   const uint32_t per_block = (n + blocks - 1) / blocks;
+  const int id_warps = id_warps_for(warps, per_block);
+  int32_t* warp_sums = rows + id_warps * experts;  // kMaxWarps + 1
+  for (int e = tid; e < experts; e += blockDim.x) local[e] = moe_local_id(p, e);
+  for (int k = tid; k < id_warps * experts; k += blockDim.x) rows[k] = 0;
+  __syncthreads();  // every warp reads the local ids and its zeroed row below
+
   const uint32_t first = min(n, rank * per_block), last = min(n, first + per_block);
-  const uint32_t per_warp = ((last - first + warps - 1) / warps + 31) / 32 * 32;
+  const uint32_t per_warp = ((last - first + id_warps - 1) / id_warps + 31) / 32 * 32;
   const int64_t run_first = min(last, first + warp * per_warp), run_last = min(last, uint32_t(run_first) + per_warp);
   const auto local_of = [local](int32_t e) { return local[e]; };
   int32_t* row = rows + warp * experts;
@@ -131,7 +142,7 @@ __device__ void moe_align_body(const MoeParams& p) {
 
   for (int e = tid; e < experts; e += blockDim.x) {
     int32_t total = 0;
-    for (int w = 0; w < warps; ++w) {
+    for (int w = 0; w < id_warps; ++w) {
       const int32_t c = rows[w * experts + e];
       rows[w * experts + e] = total;
       total += c;
@@ -141,7 +152,11 @@ __device__ void moe_align_body(const MoeParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kCluster) {
     cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every block's totals are in before any block reads them
+    // cluster.sync() fences at GPU scope (MEMBAR.ALL.GPU) and invalidates L1; shared memory needs only the cluster.
+    __syncthreads();  // every total of this block is written before thread 0 publishes them
+    if (tid == 0) asm volatile("fence.acq_rel.cluster;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // every block's totals are visible
     for (int e = tid; e < experts; e += blockDim.x) {
       int32_t before = 0, all = 0;
       for (int r0 = 0; r0 < blocks; r0 += 4) {  // four remote reads in flight, not one
@@ -155,20 +170,23 @@ __device__ void moe_align_body(const MoeParams& p) {
         }
       }
       kept[e] = all;
-      for (int w = 0; w < warps; ++w) rows[w * experts + e] += before;
+      for (int w = 0; w < id_warps; ++w) rows[w * experts + e] += before;
     }
-    cluster.sync();  // no block exits (freeing the totals) while another still reads them
+    // No block may exit (freeing its totals) while another still reads them: arrive now, wait before exiting. Every
+    // remote read returned before the arrive (the sums used them), so nothing needs releasing.
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   } else
 #endif
   {
     for (int e = tid; e < experts; e += blockDim.x) kept[e] = block_total[e];
   }
-  for (int e = tid; e < experts; e += blockDim.x) start[e] = static_cast<int32_t>(moe_share(kept[e], p.block_size));
+  // Shares in whole blocks: a slot is a block times block_size, so nothing after this divides.
+  for (int e = tid; e < experts; e += blockDim.x) start[e] = (kept[e] + p.block_size - 1) / p.block_size;
   __syncthreads();  // every share is in before the scan reads them
   exclusive_scan_shares(start, experts, warp_sums);
   for (int e = tid; e < experts; e += blockDim.x) {
-    const int32_t first_slot = start[e];
-    for (int w = 0; w < warps; ++w) rows[w * experts + e] += first_slot;
+    const int32_t first_slot = start[e] * p.block_size;
+    for (int w = 0; w < id_warps; ++w) rows[w * experts + e] += first_slot;
   }
   __syncthreads();  // each warp's row holds its first slot per expert before pass 2 moves them
 
@@ -195,7 +213,8 @@ __device__ void moe_align_body(const MoeParams& p) {
     }
   }
 
-  const int32_t total = start[experts];
+  const int32_t total_blocks = start[experts];
+  const int32_t total = total_blocks * p.block_size;
   const int32_t sentinel = static_cast<int32_t>(p.n);
   const int cluster_warp = rank * warps + warp, cluster_warps = blocks * warps;
   // Loop bounds in registers: the stores go through generic pointers, which the compiler must assume may alias
@@ -203,12 +222,30 @@ __device__ void moe_align_body(const MoeParams& p) {
   const int32_t block_size = p.block_size;
   int32_t* const sorted_ids = p.sorted_ids;
   int32_t* const expert_ids = p.expert_ids;
-  for (int e = cluster_warp; e < experts; e += cluster_warps) {
-    const int32_t first = start[e], used = first + kept[e], end = start[e + 1], local_id = local[e];
-    for (int32_t slot = used + lane; slot < end; slot += 32) sorted_ids[slot] = sentinel;
-    if (expert_ids != nullptr) {
-      const int32_t last_block = end / block_size;
-      for (int32_t b = first / block_size + lane; b < last_block; b += 32) expert_ids[b] = local_id;
+  // The per-expert tails: each lane reads one expert's facts, then the warp writes the padding and the block ids of
+  // those of its experts that have blocks, one expert at a time with every lane storing. A warp per expert spent
+  // ~90 instructions an expert (two divisions) on one SM.
+  const int chunk = min(32, (experts + cluster_warps - 1) / cluster_warps);
+  for (int e0 = cluster_warp * chunk; e0 < experts; e0 += cluster_warps * chunk) {
+    const int e = e0 + lane;
+    int32_t pad_from = 0, block_from = 0, block_to = 0, local_id = 0;
+    if (lane < chunk && e < experts) {
+      block_from = start[e];
+      block_to = start[e + 1];
+      pad_from = block_from * block_size + kept[e];
+      local_id = local[e];
+    }
+    unsigned busy = __ballot_sync(0xffffffffu, block_from < block_to);
+    while (busy) {
+      const int src = __ffs(busy) - 1;
+      busy &= busy - 1;
+      const int32_t from = __shfl_sync(0xffffffffu, pad_from, src);
+      const int32_t b0 = __shfl_sync(0xffffffffu, block_from, src), b1 = __shfl_sync(0xffffffffu, block_to, src);
+      for (int32_t slot = from + lane; slot < b1 * block_size; slot += 32) sorted_ids[slot] = sentinel;
+      if (expert_ids != nullptr) {
+        const int32_t id = __shfl_sync(0xffffffffu, local_id, src);
+        for (int32_t b = b0 + lane; b < b1; b += 32) expert_ids[b] = id;
+      }
     }
   }
   const int32_t thread = rank * static_cast<int32_t>(blockDim.x) + tid;
@@ -217,16 +254,19 @@ __device__ void moe_align_body(const MoeParams& p) {
   for (int32_t slot = total + thread; slot < sorted_size; slot += threads) sorted_ids[slot] = sentinel;
   if (expert_ids != nullptr) {
     const int32_t expert_blocks = static_cast<int32_t>(p.expert_blocks);
-    for (int32_t b = total / block_size + thread; b < expert_blocks; b += threads) expert_ids[b] = -1;
+    for (int32_t b = total_blocks + thread; b < expert_blocks; b += threads) expert_ids[b] = -1;
   }
   for (int32_t e = thread; e < experts; e += threads) {
     if (p.counts != nullptr) p.counts[e] = kept[e];
-    if (p.offsets != nullptr) p.offsets[e] = start[e];
+    if (p.offsets != nullptr) p.offsets[e] = start[e] * block_size;
   }
   if (thread == 0) {
     if (p.offsets != nullptr) p.offsets[experts] = total;
     if (p.total != nullptr) p.total[0] = total;
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kCluster) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // see the arrive above
+#endif
 }
 
 __global__ void __launch_bounds__(kMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
@@ -251,22 +291,31 @@ cudaError_t launch_moe_align(const MoeParams& p, int device, cudaStream_t stream
   if (shared_words(warps, p.num_experts) > words_budget) return cudaErrorInvalidConfiguration;
   const void* cluster_kernel = reinterpret_cast<const void*>(&moe_align_cluster_kernel);
   int blocks = 1;
-  if (p.n > kIdsPerBlock && cluster_code_available(cluster_kernel, device, caps)) {
-    blocks = static_cast<int>(std::min<int64_t>(kMaxClusterBlocks, (p.n + kIdsPerBlock - 1) / kIdsPerBlock));
+  const int64_t wanted_blocks =
+      std::max((p.n + kIdsPerBlock - 1) / kIdsPerBlock, (p.sorted_size + kSlotsPerBlock - 1) / kSlotsPerBlock);
+  if (wanted_blocks > 1 && cluster_code_available(cluster_kernel, device, caps)) {
+    blocks = static_cast<int>(std::min<int64_t>(kMaxClusterBlocks, wanted_blocks));
   }
   // Fewer warps where a block's ids are few: less to zero and scan, the same single pass.
-  const int64_t per_block = (p.n + blocks - 1) / blocks;
-  // At most 8 experts per warp in the per-expert steps (each expert's padding and blocks are one warp's loop).
-  const int64_t wanted = std::max<int64_t>({int64_t{kMinWarps}, (p.num_experts + 7) / 8, (per_block + 31) / 32});
-  warps = static_cast<int>(std::min<int64_t>(warps, wanted));
+  const auto shared_bytes_for = [&](int cluster_blocks) {
+    const int64_t per_block = (p.n + cluster_blocks - 1) / cluster_blocks;
+    return shared_words(id_warps_for(warps, per_block), p.num_experts) * 4;
+  };
+  {
+    const int64_t per_block = (p.n + blocks - 1) / blocks;
+    // At most 8 experts per warp in the per-expert steps (a warp writes its experts' padding one at a time).
+    const int64_t wanted = std::max<int64_t>({int64_t{kMinWarps}, (p.num_experts + 7) / 8, (per_block + 31) / 32});
+    warps = static_cast<int>(std::min<int64_t>(warps, wanted));
+  }
   const int threads = warps * 32;
-  const int64_t shared_bytes = shared_words(warps, p.num_experts) * 4;
+  int64_t shared_bytes = shared_bytes_for(blocks);
   while (blocks > 1) {  // a cluster the device cannot hold (its SMs taken by a partition) runs smaller
     int clusters = 0;
     err = max_active_clusters(cluster_kernel, device, caps, blocks, threads, shared_bytes, &clusters);
     if (err != cudaSuccess) return err;
     if (clusters > 0) break;
     blocks /= 2;
+    shared_bytes = shared_bytes_for(blocks);
   }
   launch->blocks = blocks;
   launch->threads = threads;
