@@ -33,9 +33,9 @@ constexpr int kStepsInFlight = 8;
 constexpr int kStepsPerIdWarp = 4;
 
 // Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
-// total), one counter row per id warp, and the scan's warp sums (+ its total).
+// total), the block's first slots, one counter row per id warp, and the scan's warp sums (+ its total).
 __host__ __device__ inline int64_t shared_words(int id_warps, int experts) {
-  return int64_t(id_warps + 4) * experts + 1 + kMaxWarps + 1;
+  return int64_t(id_warps + 5) * experts + 1 + kMaxWarps + 1;
 }
 // The warps that hold ids (a contiguous run each) and count them in a row of counters: as many as give each
 // kStepsPerIdWarp steps of 32 ids. The others share only the per-expert work: a row per warp made 256 experts at
@@ -102,7 +102,8 @@ __device__ void moe_align_body(const MoeParams& p) {
   int32_t* block_total = local + experts;
   int32_t* kept = block_total + experts;
   int32_t* start = kept + experts;  // experts + 1
-  int32_t* rows = start + experts + 1;
+  int32_t* first_slot = start + experts + 1;
+  int32_t* rows = first_slot + experts;
   int rank = 0, blocks = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster API exists only there
   if constexpr (kCluster) {
@@ -142,7 +143,18 @@ __device__ void moe_align_body(const MoeParams& p) {
 
   for (int e = tid; e < experts; e += blockDim.x) {
     int32_t total = 0;
-    for (int w = 0; w < id_warps; ++w) {
+    int w = 0;
+    for (; w + 4 <= id_warps; w += 4) {  // four loads in flight, not one (the stores may alias them)
+      int32_t c[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j] = rows[(w + j) * experts + e];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        rows[(w + j) * experts + e] = total;
+        total += c[j];
+      }
+    }
+    for (; w < id_warps; ++w) {
       const int32_t c = rows[w * experts + e];
       rows[w * experts + e] = total;
       total += c;
@@ -159,18 +171,22 @@ __device__ void moe_align_body(const MoeParams& p) {
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // every block's totals are visible
     for (int e = tid; e < experts; e += blockDim.x) {
       int32_t before = 0, all = 0;
-      for (int r0 = 0; r0 < blocks; r0 += 4) {  // four remote reads in flight, not one
-        int32_t v[4];
+      // Every block's total in flight at once (four at a time was 3% slower). One trip; as a loop, ptxas keeps the
+      // 16 addresses without spilling.
+      for (int r0 = 0; r0 < blocks; r0 += kMaxClusterBlocks) {
+        int32_t v[kMaxClusterBlocks];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = r0 + j < blocks ? cluster.map_shared_rank(block_total, r0 + j)[e] : 0;
+        for (int j = 0; j < kMaxClusterBlocks; ++j) {
+          v[j] = r0 + j < blocks ? cluster.map_shared_rank(block_total, r0 + j)[e] : 0;
+        }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < kMaxClusterBlocks; ++j) {
           all += v[j];
           if (r0 + j < rank) before += v[j];
         }
       }
       kept[e] = all;
-      for (int w = 0; w < id_warps; ++w) rows[w * experts + e] += before;
+      first_slot[e] = before;
     }
     // No block may exit (freeing its totals) while another still reads them: arrive now, wait before exiting. Every
     // remote read returned before the arrive (the sums used them), so nothing needs releasing.
@@ -178,17 +194,19 @@ __device__ void moe_align_body(const MoeParams& p) {
   } else
 #endif
   {
-    for (int e = tid; e < experts; e += blockDim.x) kept[e] = block_total[e];
+    for (int e = tid; e < experts; e += blockDim.x) {
+      kept[e] = block_total[e];
+      first_slot[e] = 0;
+    }
   }
   // Shares in whole blocks: a slot is a block times block_size, so nothing after this divides.
   for (int e = tid; e < experts; e += blockDim.x) start[e] = (kept[e] + p.block_size - 1) / p.block_size;
   __syncthreads();  // every share is in before the scan reads them
   exclusive_scan_shares(start, experts, warp_sums);
-  for (int e = tid; e < experts; e += blockDim.x) {
-    const int32_t first_slot = start[e] * p.block_size;
-    for (int w = 0; w < id_warps; ++w) rows[w * experts + e] += first_slot;
-  }
-  __syncthreads();  // each warp's row holds its first slot per expert before pass 2 moves them
+  // Where this block's ids of each expert start (its share's start plus the earlier blocks' ids); a warp's row holds
+  // the earlier warps' ids of the block.
+  for (int e = tid; e < experts; e += blockDim.x) first_slot[e] += start[e] * p.block_size;
+  __syncthreads();  // every first slot is in before pass 2 reads them
 
   for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
     int32_t experts_of[kStepsInFlight];
@@ -205,7 +223,7 @@ __device__ void moe_align_body(const MoeParams& p) {
       const unsigned group = __match_any_sync(0xffffffffu, e);
       if (e >= 0) {
         const int64_t i = base + u * 32 + lane;
-        p.sorted_ids[row[e] + __popc(group & ((1u << lane) - 1u))] = static_cast<int32_t>(i);
+        p.sorted_ids[first_slot[e] + row[e] + __popc(group & ((1u << lane) - 1u))] = static_cast<int32_t>(i);
       }
       __syncwarp();  // every lane of the group has read row[e] before its leader moves it
       if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
