@@ -79,8 +79,21 @@ int main(int argc, char** argv) {
           p.expert_ids = d_eids;
           p.expert_blocks = blocks;
           p.total = d_total;
+          int32_t* d_workspace = nullptr;
+#ifdef DSMHIST_MOE_PLANNED
           MoeLaunch L;
-          CK(launch_moe_align(p, 0, stream, &L));
+          CK(plan_moe_align(p, 0, &L));
+          if (L.workspace_words > 0) CK(cudaMalloc(&d_workspace, L.workspace_words * 4));
+          p.workspace = d_workspace;
+          const auto launch = [&] {
+            MoeLaunch ran;
+            return launch_moe_align(p, L, 0, stream, &ran);
+          };
+#else
+          MoeLaunch L;
+          const auto launch = [&] { return launch_moe_align(p, 0, stream, &L); };
+#endif
+          CK(launch());
           CK(cudaStreamSynchronize(stream));
           // The reference: a stable counting sort (common/moe.h's rules, every id kept: they are in range, no map).
           std::vector<int64_t> cnt(E, 0);
@@ -100,7 +113,7 @@ int main(int argc, char** argv) {
           const bool ok = got == ref && gote == refe && gt == start[E];
           if (!ok) ++bad;
           if (only) {
-            for (int r = 0; r < 3; ++r) CK(launch_moe_align(p, 0, stream, &L));
+            for (int r = 0; r < 3; ++r) CK(launch());
             CK(cudaStreamSynchronize(stream));
             printf("%s ok=%d\n", tag, ok);
             continue;
@@ -108,7 +121,7 @@ int main(int argc, char** argv) {
           cudaGraph_t g;
           cudaGraphExec_t ge;
           CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-          for (int r = 0; r < 20; ++r) CK(launch_moe_align(p, 0, stream, &L));
+          for (int r = 0; r < 20; ++r) CK(launch());
           CK(cudaStreamEndCapture(stream, &g));
           CK(cudaGraphInstantiate(&ge, g, 0));
           for (int r = 0; r < 5; ++r) CK(cudaGraphLaunch(ge, stream));
@@ -136,6 +149,7 @@ int main(int argc, char** argv) {
           cudaFree(d_sorted);
           cudaFree(d_eids);
           cudaFree(d_total);
+          cudaFree(d_workspace);
         }
   printf("%s bad=%d\n", tag, bad);
   return bad != 0;

@@ -29,9 +29,10 @@ struct MoeParams {
   int64_t sorted_size = 0;
   int32_t* expert_ids = nullptr;  // [expert_blocks] or null (moe_routing)
   int64_t expert_blocks = 0;
-  int32_t* total = nullptr;    // [1] the padded total (num_tokens_post_pad), or null
-  int32_t* counts = nullptr;   // [num_experts] kept ids per expert, or null
-  int32_t* offsets = nullptr;  // [num_experts + 1] where each share starts, then the total, or null
+  int32_t* total = nullptr;      // [1] the padded total (num_tokens_post_pad), or null
+  int32_t* counts = nullptr;     // [num_experts] kept ids per expert, or null
+  int32_t* offsets = nullptr;    // [num_experts + 1] where each share starts, then the total, or null
+  int32_t* workspace = nullptr;  // CUDA, a grid past one cluster: its scratch (MoeLaunch::workspace_words int32)
 };
 
 // The local id of expert e (e itself without a map); -1 when the map drops e: a negative entry, or an int64 one past

@@ -16,6 +16,7 @@ struct DeviceCaps {
   int64_t shared_optin = 0;   // largest dynamic shared memory one block may opt into
   int64_t shared_per_sm = 0;  // shared memory of one SM, shared by its resident blocks
   bool cluster_launch = false;
+  bool cooperative_launch = false;  // a grid whose blocks are all resident at once (grid-wide barriers)
 };
 
 cudaError_t device_caps(int device, DeviceCaps* caps);

@@ -1,322 +1,67 @@
-// MoE routing in one launch: one block, or one cluster whose blocks share their counts through DSMEM (sm_90).
-//
-// Each id warp owns a contiguous run of the ids, so (block, warp, step, lane) order is flat-index order. Pass 1: each
-// id warp counts its run per expert into its own counter row (shared atomics). The counters are scanned over warps,
-// then over the cluster's blocks (through DSMEM), and the experts' shares (kept ids in whole blocks) over experts:
-// each id warp then knows where each expert's ids of its run begin. Pass 2 reads the run again and writes each id's
-// flat index at its expert's next slot plus its rank among the lower lanes naming the same expert (__match_any_sync
-// groups them; the group's lowest lane then moves the slot): stable without sorting. Last, the padding, the tails,
-// and the per-expert outputs, spread over every warp of the cluster.
-#include <cooperative_groups.h>
-
+// MoE routing in one launch: one block, one cluster whose blocks share their counts through DSMEM (sm_90), or a
+// cooperative grid whose blocks share them through global memory (a workspace) across one grid-wide barrier. This
+// file plans and launches; moe_align_body.cuh is what every block runs.
 #include <algorithm>
 
 #include "device_caps.h"
 #include "moe_align.h"
+#include "moe_align_body.cuh"
+
+// benchmarks/moe_kernel_harness.cu builds against older copies of this file too: this one plans, then launches.
+#define DSMHIST_MOE_PLANNED 1
 
 namespace dsmhist {
 
 namespace {
 
-// Tuning (docs/perf-log/2026-11-moe.md has the sweeps, H200 then H100). A cluster shares the work above 1024 ids a
-// block (8192 ids: 8.4-8.9 us in 8 blocks, 9.4-10.2 in 4; sm_90) or above 4096 output slots a block (the padding of
-// 256 experts in blocks of 256 is 256 KB: 14.5 us from one SM, 8.7 from a cluster). Clusters up to 16 blocks
-// (non-portable above 8: configure_kernel allows it, max_active_clusters checks it): 16 took 1.5-1.8x less than 8
-// from 128K ids up. Warps: at least 4, and one per 8 experts for the per-expert steps; of them, one id warp per 4
-// steps of 32 ids (2 or 8 steps: 1-3% slower in geometric mean).
-constexpr int kMaxWarps = 32;
-constexpr int kMinWarps = 4;
-constexpr int64_t kIdsPerBlock = 1024;
-constexpr int64_t kSlotsPerBlock = 4096;
-constexpr int kMaxClusterBlocks = 16;
-constexpr int kStepsInFlight = 8;
-constexpr int kStepsPerIdWarp = 4;
-
-// Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
-// total), the block's first slots, one counter row per id warp, and the scan's warp sums (+ its total).
-__host__ __device__ inline int64_t shared_words(int id_warps, int experts) {
-  return int64_t(id_warps + 5) * experts + 1 + kMaxWarps + 1;
-}
-// The warps that hold ids (a contiguous run each) and count them in a row of counters: as many as give each
-// kStepsPerIdWarp steps of 32 ids. The others share only the per-expert work: a row per warp made 256 experts at
-// 8 ids zero and scan 32 rows for one warp's ids.
-__host__ __device__ inline int id_warps_for(int warps, int64_t per_block) {
-  const int64_t wanted = (per_block + 32 * kStepsPerIdWarp - 1) / (32 * kStepsPerIdWarp);
-  return static_cast<int>(wanted < 1 ? 1 : (wanted > warps ? warps : wanted));
-}
-
-__device__ __forceinline__ int32_t warp_inclusive_sum(int32_t v, int lane) {
-  for (int d = 1; d < 32; d <<= 1) {
-    const int32_t other = __shfl_up_sync(0xffffffffu, v, d);
-    if (lane >= d) v += other;
-  }
-  return v;
-}
-
-// Replaces shares[0, E) (each expert's share) by their exclusive prefix sums, shares[E] by the total.
-__device__ void exclusive_scan_shares(int32_t* shares, int experts, int32_t* warp_sums) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
-  const int per_thread = (experts + blockDim.x - 1) / blockDim.x;
-  const int lo = min(experts, tid * per_thread), hi = min(experts, lo + per_thread);
-  int32_t sum = 0;
-  for (int k = lo; k < hi; ++k) sum += shares[k];
-  const int32_t inclusive = warp_inclusive_sum(sum, lane);
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();  // every warp's sum is in before warp 0 scans them
-  if (warp == 0) {
-    const int32_t v = lane < warps ? warp_sums[lane] : 0;
-    const int32_t v_inclusive = warp_inclusive_sum(v, lane);
-    warp_sums[lane] = v_inclusive - v;
-    if (lane == 31) warp_sums[kMaxWarps] = v_inclusive;
-  }
-  __syncthreads();  // the warps' offsets are in before each thread rewrites its shares
-  int32_t running = warp_sums[warp] + inclusive - sum;
-  for (int k = lo; k < hi; ++k) {
-    const int32_t share = shares[k];
-    shares[k] = running;
-    running += share;
-  }
-  if (tid == 0) shares[experts] = warp_sums[kMaxWarps];
-  __syncthreads();  // the starts are read by every thread next
-}
-
-// The experts of a warp's next kStepsInFlight steps of 32 ids (-1: none), loaded together: one step at a time, each
-// step waited a whole memory latency (a 2^20-id call took 294 us on an H200).
-template <typename LocalIds>
-__device__ __forceinline__ void load_steps(const MoeParams& p, int64_t base, int64_t run_last, int lane,
-                                           const LocalIds& local_of, int32_t (&experts_of)[kStepsInFlight]) {
-#pragma unroll
-  for (int u = 0; u < kStepsInFlight; ++u) {
-    const int64_t i = base + u * 32 + lane;
-    experts_of[u] = i < run_last ? moe_expert_of(p, i, local_of) : -1;
-  }
-}
-
-template <bool kCluster>
-__device__ void moe_align_body(const MoeParams& p) {
-  namespace cg = cooperative_groups;
-  extern __shared__ int32_t shared[];
-  const int experts = p.num_experts;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
-  int32_t* local = shared;
-  int32_t* block_total = local + experts;
-  int32_t* kept = block_total + experts;
-  int32_t* start = kept + experts;  // experts + 1
-  int32_t* first_slot = start + experts + 1;
-  int32_t* rows = first_slot + experts;
-  int rank = 0, blocks = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster API exists only there
-  if constexpr (kCluster) {
-    rank = static_cast<int>(cg::this_cluster().block_rank());
-    blocks = static_cast<int>(cg::this_cluster().num_blocks());
-  }
-#endif
-
-  // 32-bit arithmetic (n < 2^31, checked by the op): 64-bit division is a long software routine.
-  const uint32_t n = static_cast<uint32_t>(p.n);
-  const uint32_t per_block = (n + blocks - 1) / blocks;
-  const int id_warps = id_warps_for(warps, per_block);
-  int32_t* warp_sums = rows + id_warps * experts;  // kMaxWarps + 1
-  for (int e = tid; e < experts; e += blockDim.x) local[e] = moe_local_id(p, e);
-  for (int k = tid; k < id_warps * experts; k += blockDim.x) rows[k] = 0;
-  __syncthreads();  // every warp reads the local ids and its zeroed row below
-
-  const uint32_t first = min(n, rank * per_block), last = min(n, first + per_block);
-  const uint32_t per_warp = ((last - first + id_warps - 1) / id_warps + 31) / 32 * 32;
-  const int64_t run_first = min(last, first + warp * per_warp), run_last = min(last, uint32_t(run_first) + per_warp);
-  const auto local_of = [local](int32_t e) { return local[e]; };
-  int32_t* row = rows + warp * experts;
-
-  int32_t first_steps[kStepsInFlight];  // pass 2 reuses them: most calls' runs are one batch of steps
-  for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
-    int32_t experts_of[kStepsInFlight];
-    load_steps(p, base, run_last, lane, local_of, experts_of);
-#pragma unroll
-    for (int u = 0; u < kStepsInFlight; ++u) {
-      const int32_t e = experts_of[u];
-      if (base == run_first) first_steps[u] = e;
-      // Counting needs no order: a shared atomic per id (native for int32), no lane grouping.
-      if (e >= 0) atomicAdd(&row[e], 1);
-    }
-  }
-  __syncthreads();  // every warp's counts are in before they are scanned
-
-  for (int e = tid; e < experts; e += blockDim.x) {
-    int32_t total = 0;
-    int w = 0;
-    for (; w + 4 <= id_warps; w += 4) {  // four loads in flight, not one (the stores may alias them)
-      int32_t c[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) c[j] = rows[(w + j) * experts + e];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        rows[(w + j) * experts + e] = total;
-        total += c[j];
-      }
-    }
-    for (; w < id_warps; ++w) {
-      const int32_t c = rows[w * experts + e];
-      rows[w * experts + e] = total;
-      total += c;
-    }
-    block_total[e] = total;
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kCluster) {
-    cg::cluster_group cluster = cg::this_cluster();
-    // cluster.sync() fences at GPU scope (MEMBAR.ALL.GPU) and invalidates L1; shared memory needs only the cluster.
-    __syncthreads();  // every total of this block is written before thread 0 publishes them
-    if (tid == 0) asm volatile("fence.acq_rel.cluster;" ::: "memory");
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // every block's totals are visible
-    for (int e = tid; e < experts; e += blockDim.x) {
-      int32_t before = 0, all = 0;
-      // Every block's total in flight at once (four at a time was 3% slower). One trip; as a loop, ptxas keeps the
-      // 16 addresses without spilling.
-      for (int r0 = 0; r0 < blocks; r0 += kMaxClusterBlocks) {
-        int32_t v[kMaxClusterBlocks];
-#pragma unroll
-        for (int j = 0; j < kMaxClusterBlocks; ++j) {
-          v[j] = r0 + j < blocks ? cluster.map_shared_rank(block_total, r0 + j)[e] : 0;
-        }
-#pragma unroll
-        for (int j = 0; j < kMaxClusterBlocks; ++j) {
-          all += v[j];
-          if (r0 + j < rank) before += v[j];
-        }
-      }
-      kept[e] = all;
-      first_slot[e] = before;
-    }
-    // No block may exit (freeing its totals) while another still reads them: arrive now, wait before exiting. Every
-    // remote read returned before the arrive (the sums used them), so nothing needs releasing.
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  } else
-#endif
-  {
-    for (int e = tid; e < experts; e += blockDim.x) {
-      kept[e] = block_total[e];
-      first_slot[e] = 0;
-    }
-  }
-  // Shares in whole blocks: a slot is a block times block_size, so nothing after this divides.
-  for (int e = tid; e < experts; e += blockDim.x) start[e] = (kept[e] + p.block_size - 1) / p.block_size;
-  __syncthreads();  // every share is in before the scan reads them
-  exclusive_scan_shares(start, experts, warp_sums);
-  // Where this block's ids of each expert start (its share's start plus the earlier blocks' ids); a warp's row holds
-  // the earlier warps' ids of the block.
-  for (int e = tid; e < experts; e += blockDim.x) first_slot[e] += start[e] * p.block_size;
-  __syncthreads();  // every first slot is in before pass 2 reads them
-
-  for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
-    int32_t experts_of[kStepsInFlight];
-    if (base == run_first) {
-#pragma unroll
-      for (int u = 0; u < kStepsInFlight; ++u) experts_of[u] = first_steps[u];
-    } else {
-      load_steps(p, base, run_last, lane, local_of, experts_of);
-    }
-#pragma unroll
-    for (int u = 0; u < kStepsInFlight; ++u) {
-      if (base + u * 32 >= run_last) break;  // the same for every lane: a step past the run has no ids
-      const int32_t e = experts_of[u];
-      const unsigned group = __match_any_sync(0xffffffffu, e);
-      if (e >= 0) {
-        const int64_t i = base + u * 32 + lane;
-        p.sorted_ids[first_slot[e] + row[e] + __popc(group & ((1u << lane) - 1u))] = static_cast<int32_t>(i);
-      }
-      __syncwarp();  // every lane of the group has read row[e] before its leader moves it
-      if (e >= 0 && lane == __ffs(group) - 1) row[e] += __popc(group);
-      __syncwarp();  // the next step reads the moved row
-    }
-  }
-
-  const int32_t total_blocks = start[experts];
-  const int32_t total = total_blocks * p.block_size;
-  const int32_t sentinel = static_cast<int32_t>(p.n);
-  const int cluster_warp = rank * warps + warp, cluster_warps = blocks * warps;
-  // Loop bounds in registers: the stores go through generic pointers, which the compiler must assume may alias
-  // shared memory, so a bound read from it would be read (and divided) again every iteration.
-  const int32_t block_size = p.block_size;
-  int32_t* const sorted_ids = p.sorted_ids;
-  int32_t* const expert_ids = p.expert_ids;
-  // The per-expert tails: each lane reads one expert's facts, then the warp writes the padding and the block ids of
-  // those of its experts that have blocks, one expert at a time with every lane storing. A warp per expert spent
-  // ~90 instructions an expert (two divisions) on one SM.
-  const int chunk = min(32, (experts + cluster_warps - 1) / cluster_warps);
-  for (int e0 = cluster_warp * chunk; e0 < experts; e0 += cluster_warps * chunk) {
-    const int e = e0 + lane;
-    int32_t pad_from = 0, block_from = 0, block_to = 0, local_id = 0;
-    if (lane < chunk && e < experts) {
-      block_from = start[e];
-      block_to = start[e + 1];
-      pad_from = block_from * block_size + kept[e];
-      local_id = local[e];
-    }
-    unsigned busy = __ballot_sync(0xffffffffu, block_from < block_to);
-    while (busy) {
-      const int src = __ffs(busy) - 1;
-      busy &= busy - 1;
-      const int32_t from = __shfl_sync(0xffffffffu, pad_from, src);
-      const int32_t b0 = __shfl_sync(0xffffffffu, block_from, src), b1 = __shfl_sync(0xffffffffu, block_to, src);
-      for (int32_t slot = from + lane; slot < b1 * block_size; slot += 32) sorted_ids[slot] = sentinel;
-      if (expert_ids != nullptr) {
-        const int32_t id = __shfl_sync(0xffffffffu, local_id, src);
-        for (int32_t b = b0 + lane; b < b1; b += 32) expert_ids[b] = id;
-      }
-    }
-  }
-  const int32_t thread = rank * static_cast<int32_t>(blockDim.x) + tid;
-  const int32_t threads = blocks * static_cast<int32_t>(blockDim.x);
-  const int32_t sorted_size = static_cast<int32_t>(p.sorted_size);  // <= 2^31 - 1 (checked by the op)
-  for (int32_t slot = total + thread; slot < sorted_size; slot += threads) sorted_ids[slot] = sentinel;
-  if (expert_ids != nullptr) {
-    const int32_t expert_blocks = static_cast<int32_t>(p.expert_blocks);
-    for (int32_t b = total_blocks + thread; b < expert_blocks; b += threads) expert_ids[b] = -1;
-  }
-  for (int32_t e = thread; e < experts; e += threads) {
-    if (p.counts != nullptr) p.counts[e] = kept[e];
-    if (p.offsets != nullptr) p.offsets[e] = start[e] * block_size;
-  }
-  if (thread == 0) {
-    if (p.offsets != nullptr) p.offsets[experts] = total;
-    if (p.total != nullptr) p.total[0] = total;
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kCluster) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // see the arrive above
-#endif
-}
+using namespace moe_align_detail;  // NOLINT: the kernel's own tuning and body
 
 __global__ void __launch_bounds__(kMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
-  moe_align_body<false>(p);
+  moe_align_body<Span::kBlock>(p);
 }
 
 __global__ void __launch_bounds__(kMaxWarps * 32) moe_align_cluster_kernel(const MoeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  moe_align_body<true>(p);
+  moe_align_body<Span::kCluster>(p);
 #endif
 }
 
-}  // namespace
+__global__ void __launch_bounds__(kMaxWarps * 32) moe_align_grid_kernel(const MoeParams p) {
+  moe_align_body<Span::kGrid>(p);
+}
 
-cudaError_t launch_moe_align(const MoeParams& p, int device, cudaStream_t stream, MoeLaunch* launch) {
-  DeviceCaps caps;
-  cudaError_t err = device_caps(device, &caps);
-  if (err != cudaSuccess) return err;
+// One launch's shape.
+struct MoePlan {
+  Span span = Span::kBlock;
+  int blocks = 1;
+  int threads = 32;
+  int64_t shared_bytes = 0;
+};
+
+cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, bool allow_grid, MoePlan* plan) {
   const int64_t words_budget = caps.shared_optin / 4;
   int warps = kMaxWarps;
   while (warps > 1 && shared_words(warps, p.num_experts) > words_budget) --warps;
   if (shared_words(warps, p.num_experts) > words_budget) return cudaErrorInvalidConfiguration;
   const void* cluster_kernel = reinterpret_cast<const void*>(&moe_align_cluster_kernel);
+  const void* grid_kernel = reinterpret_cast<const void*>(&moe_align_grid_kernel);
+  Span span = Span::kBlock;
   int blocks = 1;
   const int64_t wanted_blocks =
       std::max((p.n + kIdsPerBlock - 1) / kIdsPerBlock, (p.sorted_size + kSlotsPerBlock - 1) / kSlotsPerBlock);
-  if (wanted_blocks > 1 && cluster_code_available(cluster_kernel, device, caps)) {
+  // A grid's every block reads every block's counts: blocks * E words each, so fewer blocks for many experts.
+  const int64_t grid_blocks = std::min<int64_t>({caps.sm_count, (p.n + kIdsPerGridBlock - 1) / kIdsPerGridBlock,
+                                                 std::max<int64_t>(1, kGridSumWords / p.num_experts)});
+  if (allow_grid && p.n > kGridMinIds && caps.cooperative_launch && grid_blocks > kMaxClusterBlocks) {
+    span = Span::kGrid;
+    blocks = static_cast<int>(grid_blocks);
+  } else if (wanted_blocks > 1 && cluster_code_available(cluster_kernel, device, caps)) {
+    span = Span::kCluster;
     blocks = static_cast<int>(std::min<int64_t>(kMaxClusterBlocks, wanted_blocks));
   }
   // Fewer warps where a block's ids are few: less to zero and scan, the same single pass.
-  const auto shared_bytes_for = [&](int cluster_blocks) {
-    const int64_t per_block = (p.n + cluster_blocks - 1) / cluster_blocks;
+  const auto shared_bytes_for = [&](int span_blocks) {
+    const int64_t per_block = (p.n + span_blocks - 1) / span_blocks;
     return shared_words(id_warps_for(warps, per_block), p.num_experts) * 4;
   };
   {
@@ -327,29 +72,115 @@ cudaError_t launch_moe_align(const MoeParams& p, int device, cudaStream_t stream
   }
   const int threads = warps * 32;
   int64_t shared_bytes = shared_bytes_for(blocks);
-  while (blocks > 1) {  // a cluster the device cannot hold (its SMs taken by a partition) runs smaller
+  if (span == Span::kGrid) {  // a cooperative grid must be resident at once: no more blocks than the device holds
+    int per_sm = 0;
+    cudaError_t err = blocks_per_sm(grid_kernel, device, caps, threads, shared_bytes, &per_sm);
+    if (err != cudaSuccess) return err;
+    blocks = std::min(blocks, per_sm * caps.sm_count);
+    shared_bytes = shared_bytes_for(blocks);
+  }
+  while (span == Span::kCluster && blocks > 1) {  // a cluster the device cannot hold (its SMs taken) runs smaller
     int clusters = 0;
-    err = max_active_clusters(cluster_kernel, device, caps, blocks, threads, shared_bytes, &clusters);
+    cudaError_t err = max_active_clusters(cluster_kernel, device, caps, blocks, threads, shared_bytes, &clusters);
     if (err != cudaSuccess) return err;
     if (clusters > 0) break;
     blocks /= 2;
     shared_bytes = shared_bytes_for(blocks);
   }
-  launch->blocks = blocks;
-  launch->threads = threads;
-  launch->shared_bytes = shared_bytes;
-  if (blocks == 1) {
-    const void* kernel = reinterpret_cast<const void*>(&moe_align_block_kernel);
-    err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
-    if (err != cudaSuccess) return err;
-    moe_align_block_kernel<<<1, threads, shared_bytes, stream>>>(p);
-    return cudaGetLastError();
+  if (blocks == 1) span = Span::kBlock;
+  plan->span = span;
+  plan->blocks = blocks;
+  plan->threads = threads;
+  plan->shared_bytes = shared_bytes;
+  return cudaSuccess;
+}
+
+cudaError_t launch_planned(const MoeParams& p, const MoePlan& plan, int device, const DeviceCaps& caps,
+                           cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  switch (plan.span) {
+    case Span::kBlock: {
+      err = configure_kernel(reinterpret_cast<const void*>(&moe_align_block_kernel), device, caps,
+                             /*is_cluster_kernel=*/false);
+      if (err != cudaSuccess) return err;
+      moe_align_block_kernel<<<1, plan.threads, plan.shared_bytes, stream>>>(p);
+      return cudaGetLastError();
+    }
+    case Span::kCluster: {
+      err = configure_kernel(reinterpret_cast<const void*>(&moe_align_cluster_kernel), device, caps,
+                             /*is_cluster_kernel=*/true);
+      if (err != cudaSuccess) return err;
+      cudaLaunchAttribute attribute;
+      const cudaLaunchConfig_t config =
+          cluster_launch_config(plan.blocks, plan.blocks, plan.threads, plan.shared_bytes, stream, &attribute);
+      return cudaLaunchKernelEx(&config, moe_align_cluster_kernel, p);
+    }
+    case Span::kGrid: {
+      err = configure_kernel(reinterpret_cast<const void*>(&moe_align_grid_kernel), device, caps,
+                             /*is_cluster_kernel=*/false);
+      if (err != cudaSuccess) return err;
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(static_cast<unsigned>(plan.blocks), 1, 1);
+      config.blockDim = dim3(static_cast<unsigned>(plan.threads), 1, 1);
+      config.dynamicSmemBytes = static_cast<size_t>(plan.shared_bytes);
+      config.stream = stream;
+      cudaLaunchAttribute attribute;
+      attribute.id = cudaLaunchAttributeCooperative;  // every block resident at once: the grid's barrier waits on all
+      attribute.val.cooperative = 1;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      return cudaLaunchKernelEx(&config, moe_align_grid_kernel, p);
+    }
   }
-  err = configure_kernel(cluster_kernel, device, caps, /*is_cluster_kernel=*/true);
+  return cudaErrorInvalidValue;
+}
+
+MoeLaunch described(const MoePlan& plan, int64_t experts) {
+  MoeLaunch launch;
+  launch.blocks = plan.blocks;
+  launch.threads = plan.threads;
+  launch.shared_bytes = plan.shared_bytes;
+  launch.grid = plan.span == Span::kGrid;
+  launch.workspace_words = launch.grid ? int64_t(plan.blocks) * experts : 0;
+  return launch;
+}
+
+MoePlan from_launch(const MoeLaunch& launch) {
+  MoePlan plan;
+  plan.span = launch.grid ? Span::kGrid : (launch.blocks > 1 ? Span::kCluster : Span::kBlock);
+  plan.blocks = launch.blocks;
+  plan.threads = launch.threads;
+  plan.shared_bytes = launch.shared_bytes;
+  return plan;
+}
+
+}  // namespace
+
+cudaError_t plan_moe_align(const MoeParams& p, int device, MoeLaunch* launch) {
+  DeviceCaps caps;
+  cudaError_t err = device_caps(device, &caps);
   if (err != cudaSuccess) return err;
-  cudaLaunchAttribute attribute;
-  const cudaLaunchConfig_t config = cluster_launch_config(blocks, blocks, threads, shared_bytes, stream, &attribute);
-  return cudaLaunchKernelEx(&config, moe_align_cluster_kernel, p);
+  MoePlan plan;
+  err = plan_moe(p, device, caps, /*allow_grid=*/true, &plan);
+  if (err == cudaSuccess) *launch = described(plan, p.num_experts);
+  return err;
+}
+
+cudaError_t launch_moe_align(const MoeParams& p, const MoeLaunch& launch, int device, cudaStream_t stream,
+                             MoeLaunch* ran) {
+  DeviceCaps caps;
+  cudaError_t err = device_caps(device, &caps);
+  if (err != cudaSuccess) return err;
+  *ran = launch;
+  err = launch_planned(p, from_launch(launch), device, caps, stream);
+  if (err != cudaErrorCooperativeLaunchTooLarge) return err;
+  // The device holds fewer blocks than it promised (its SMs shared with other processes): one cluster then.
+  cudaGetLastError();
+  MoePlan plan;
+  err = plan_moe(p, device, caps, /*allow_grid=*/false, &plan);
+  if (err != cudaSuccess) return err;
+  *ran = described(plan, p.num_experts);
+  return launch_planned(p, plan, device, caps, stream);
 }
 
 }  // namespace dsmhist
