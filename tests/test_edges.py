@@ -374,6 +374,55 @@ def _uniform_like_edges(kind: str, count: int, dtype, gen) -> torch.Tensor:
     return e.sort().values  # a nudge can pass a neighbour that rounding had made equal
 
 
+def _irregular_edges(kind: str, dtype, gen) -> torch.Tensor:
+    """Edges the CPU searches through its cell table (not near-uniform): random, most of them crowded into one cell,
+    repeated in runs, skewed like quantiles of a heavy tail, infinite at both ends, or more than the table has cells
+    (70001 edges: 65536 cells)."""
+    count = 70001 if kind == "more edges than cells" else int(torch.randint(3, 600, (1,), generator=gen))
+    if kind == "crowded":  # all but three edges within 1e-3 of 0.5; the cells there hold hundreds
+        e = torch.cat([torch.tensor([-2.0, 2.0, 1.0]), 0.5 + torch.rand(count - 3, generator=gen) * 1e-3])
+    elif kind == "repeated runs":
+        e = torch.repeat_interleave(torch.rand(count // 3 + 1, generator=gen) * 4 - 2, 3)[:count]
+    elif kind == "skewed":
+        e = torch.exp(torch.randn(count, generator=gen, dtype=torch.float64) * 2) - 1.5
+    elif kind == "infinite ends":
+        e = torch.cat([torch.tensor([-float("inf"), float("inf")]), torch.rand(count - 2, generator=gen) * 4 - 2])
+    else:  # random, more edges than cells
+        e = torch.rand(count, generator=gen, dtype=torch.float64) * 4 - 2
+    e = e.to(edge_dtype_for(dtype)).sort().values
+    if not dtype.is_floating_point:
+        e = e[torch.isfinite(e)] if e.dtype.is_floating_point else e
+    return e
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int16])
+@pytest.mark.parametrize(
+    "kind", ["random", "crowded", "repeated runs", "skewed", "infinite ends", "more edges than cells"]
+)
+@pytest.mark.parametrize("clamp", [False, True])
+def test_irregular_edges_bin_exactly(dtype, kind, clamp, gen):
+    """Values on every edge, one ulp either side of it, and random ones, over edges the table-narrowed search takes:
+    the bins of a binary search (numpy's searchsorted), exactly, in 1-D, 2-D and per-row calls."""
+    edges = _irregular_edges(kind, dtype, gen)
+    on = edges[torch.isfinite(edges)].to(dtype) if dtype.is_floating_point else edges.round().to(dtype)
+    if dtype.is_floating_point:
+        around = torch.cat([on, torch.nextafter(on, torch.full_like(on, float("inf"))),
+                            torch.nextafter(on, torch.full_like(on, -float("inf")))])  # fmt: skip
+    else:
+        around = torch.cat([on, on + 1, on - 1])
+    x = torch.cat([around[:30000], random_values(5001, dtype, gen)])
+    x = x[torch.randperm(x.numel(), generator=gen)]
+    out_of_range = "clamp" if clamp else "ignore"
+    ours = torch_dsmhist.histogram_edges(x, edges, out_of_range=out_of_range)
+    assert np.array_equal(ours.numpy(), reference_nd(x.reshape(-1, 1), [edges], clamp=clamp).astype(np.int64)), kind
+    other = random_edges(9, dtype, gen)
+    pts = torch.stack([x, x.flip(0)], dim=1)
+    ours2 = torch_dsmhist.histogramdd(pts, [other, edges], out_of_range=out_of_range)
+    assert np.array_equal(ours2.numpy(), reference_nd(pts, [other, edges], clamp=clamp).astype(np.int64)), kind
+    rows = torch_dsmhist.histogram_edges(torch.stack([x, x.flip(0)]), torch.stack([edges, edges]))
+    assert torch.equal(rows[0], rows[1]) and torch.equal(rows[0], torch_dsmhist.histogram_edges(x, edges)), kind
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int16])
 @pytest.mark.parametrize("kind", ["linspace", "nudged", "one bin off", "repeated", "far from zero"])
 @pytest.mark.parametrize("clamp", [False, True])

@@ -1,16 +1,45 @@
 // The CPU bin-edges stage: each point's flat bin by the rule of common/edge_binning.h, over torch's thread pool.
 // Over near-uniform edges each coordinate's bin is looked for first where equal-width edges would put it, checked
-// against the edges, the binary search the fallback (edge_bin_guessed); over other edges, the binary search. The CUDA
-// kernel narrows its search with a table instead.
+// against the edges, the binary search the fallback (edge_bin_guessed); over other edges, the search is narrowed by a
+// table over a uniform grid of the edge range to the edges of the value's own cell, as the CUDA kernels narrow it.
 #include "edges_cpu.h"
 
 #include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace dsmhist {
 
 namespace {
 
 constexpr int64_t kMinPointsPerTask = int64_t(1) << 14;
+// Cells of a dim's table: two per bin (most cells then hold zero or one edge), at most 2^16 (a 256 KB table).
+constexpr int64_t kCellsPerBin = 2;
+constexpr int64_t kMaxCells = int64_t(1) << 16;
+
+// One dim's table: a uniform grid of `cells` cells over [e_0, e_last], below[c] the edges in cells under c, so a value
+// of cell c has its upper bound in [below[c], below[c + 1]] (edge_cell, common/edge_binning.h, says why that is exact).
+template <typename E>
+struct CellTable {
+  std::vector<int32_t> below;
+  E cells_per_unit = E(0);
+  int32_t cells = 1;
+
+  void build(const E* edges, int64_t count) {
+    cells = static_cast<int32_t>(std::min(kMaxCells, std::max<int64_t>(1, kCellsPerBin * (count - 1))));
+    cells_per_unit = static_cast<E>(cells) / (edges[count - 1] - edges[0]);
+    below.assign(static_cast<size_t>(cells) + 1, 0);
+    // Sorted edges (the op checked) have non-decreasing cells: count each cell's edges, then sum the cells below.
+    for (int64_t i = 0; i < count; ++i) ++below[edge_cell(edges[i], edges[0], cells_per_unit, cells) + 1];
+    for (int32_t c = 1; c <= cells; ++c) below[c] += below[c - 1];
+  }
+
+  int64_t bin(E x, const E* edges, int64_t count, bool clamp) const {
+    const int32_t c = edge_cell(x, edges[0], cells_per_unit, cells);
+    return edge_bin(x, edges, count, int64_t{below[c]}, int64_t{below[c + 1]}, clamp);
+  }
+};
 
 template <typename T>
 void edge_bins_typed(const EdgeBinParams& p) {
@@ -22,6 +51,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
   // checks at most three bins. Other edges (random, quantiles of skewed data) take the binary search at once.
   E bins_per_unit[kMaxEdgeDims];
   bool guess[kMaxEdgeDims];
+  CellTable<E> tables[kMaxEdgeDims];
   for (int32_t d = 0; d < p.dims; ++d) {
     const E* dim_edges = edges + p.edge_offset[d];
     const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
@@ -31,6 +61,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
       const E position = (dim_edges[i] - dim_edges[0]) * bins_per_unit[d];
       guess[d] = position >= static_cast<E>(i - 1) && position < static_cast<E>(i + 1);
     }
+    if (!guess[d] && count >= 2) tables[d].build(dim_edges, count);
   }
   // Per-row edges (each coordinate's own bin, a row of out per dim) and the 1-D ops (one dim: the flat bin is the
   // bin): a loop per dim with its facts in locals, since a store through out may alias p's fields.
@@ -42,11 +73,13 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d], stride = p.point_stride;
         const E per_unit = bins_per_unit[d];
         const bool guessed = guess[d], clamp = p.clamp;
+        const CellTable<E>& table = tables[d];
         int32_t* out = p.out + d * p.out_dim_stride;
         for (int64_t i = begin; i < end; ++i) {
           const E x = static_cast<E>(to_compute(values[i * stride]));
           const int64_t bin = guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, clamp)
-                                      : edge_bin(x, dim_edges, count, 0, count, clamp);
+                                      : (count >= 2 ? table.bin(x, dim_edges, count, clamp)
+                                                    : edge_bin(x, dim_edges, count, 0, count, clamp));
           out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
         }
       }
@@ -62,7 +95,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
         const E* dim_edges = edges + p.edge_offset[d];
         const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.clamp)
-                                     : edge_bin(x, dim_edges, count, 0, count, p.clamp);
+                                     : (count >= 2 ? tables[d].bin(x, dim_edges, count, p.clamp)
+                                                   : edge_bin(x, dim_edges, count, 0, count, p.clamp));
         if (bin < 0) {
           flat = kDroppedPoint;
           break;
