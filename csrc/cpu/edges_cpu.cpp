@@ -61,7 +61,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
       const E position = (dim_edges[i] - dim_edges[0]) * bins_per_unit[d];
       guess[d] = position >= static_cast<E>(i - 1) && position < static_cast<E>(i + 1);
     }
-    if (!guess[d] && count >= 2) tables[d].build(dim_edges, count);
+    // One edge (no span) makes one cell holding it: the whole search, as it should be.
+    if (!guess[d]) tables[d].build(dim_edges, count);
   }
   // Per-row edges (each coordinate's own bin, a row of out per dim) and the 1-D ops (one dim: the flat bin is the
   // bin): a loop per dim with its facts in locals, since a store through out may alias p's fields.
@@ -77,9 +78,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
         int32_t* out = p.out + d * p.out_dim_stride;
         for (int64_t i = begin; i < end; ++i) {
           const E x = static_cast<E>(to_compute(values[i * stride]));
-          const int64_t bin = guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, clamp)
-                                      : (count >= 2 ? table.bin(x, dim_edges, count, clamp)
-                                                    : edge_bin(x, dim_edges, count, 0, count, clamp));
+          const int64_t bin =
+              guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, clamp) : table.bin(x, dim_edges, count, clamp);
           out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
         }
       }
@@ -95,8 +95,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
         const E* dim_edges = edges + p.edge_offset[d];
         const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.clamp)
-                                     : (count >= 2 ? tables[d].bin(x, dim_edges, count, p.clamp)
-                                                   : edge_bin(x, dim_edges, count, 0, count, p.clamp));
+                                     : tables[d].bin(x, dim_edges, count, p.clamp);
         if (bin < 0) {
           flat = kDroppedPoint;
           break;
