@@ -1,6 +1,9 @@
 // The MoE routing kernel alone (no torch): each case of bench_moe.py's alignment grid checked against a serial
 // reference, then timed as CUDA-graph replays of 20 launches (median of 30). A kernel change is compared old/new by
-// building this twice against two copies of moe_align.cu (MOE_SRC), in one run on the device:
+// building this twice against two copies of moe_align.cu (MOE_SRC), in one run on the device; the old copy's
+// moe_align_body.cuh goes beside it (quoted includes look beside the including file first):
+//
+//   mkdir old && for f in moe_align.cu moe_align_body.cuh; do git show REV:csrc/kernels/$f > old/$f; done
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Icsrc/kernels [-DMOE_SRC='"old/moe_align.cu"'] \
 //     benchmarks/moe_kernel_harness.cu csrc/kernels/device_caps.cu -o moe_harness && ./moe_harness new
@@ -80,7 +83,6 @@ int main(int argc, char** argv) {
           p.expert_blocks = blocks;
           p.total = d_total;
           int32_t* d_workspace = nullptr;
-#ifdef DSMHIST_MOE_PLANNED
           MoeLaunch L;
           CK(plan_moe_align(p, 0, &L));
           if (L.workspace_words > 0) CK(cudaMalloc(&d_workspace, L.workspace_words * 4));
@@ -89,10 +91,6 @@ int main(int argc, char** argv) {
             MoeLaunch ran;
             return launch_moe_align(p, L, 0, stream, &ran);
           };
-#else
-          MoeLaunch L;
-          const auto launch = [&] { return launch_moe_align(p, 0, stream, &L); };
-#endif
           CK(launch());
           CK(cudaStreamSynchronize(stream));
           // The reference: a stable counting sort (common/moe.h's rules, every id kept: they are in range, no map).

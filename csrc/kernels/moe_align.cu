@@ -2,19 +2,22 @@
 // cooperative grid whose blocks share them through global memory (a workspace) across one grid-wide barrier. This
 // file plans and launches; moe_align_body.cuh is what every block runs.
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "device_caps.h"
 #include "moe_align.h"
 #include "moe_align_body.cuh"
-
-// benchmarks/moe_kernel_harness.cu builds against older copies of this file too: this one plans, then launches.
-#define DSMHIST_MOE_PLANNED 1
 
 namespace dsmhist {
 
 namespace {
 
 using namespace moe_align_detail;  // NOLINT: the kernel's own tuning and body
+
+// Plans kept at most (past this the cache starts over: a caller cycling through many sizes plans afresh).
+constexpr size_t kMaxKeptPlans = 256;
 
 __global__ void __launch_bounds__(kMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
   moe_align_body<Span::kBlock>(p);
@@ -30,21 +33,28 @@ __global__ void __launch_bounds__(kMaxWarps * 32) moe_align_grid_kernel(const Mo
   moe_align_body<Span::kGrid>(p);
 }
 
-// One launch's shape.
-struct MoePlan {
-  Span span = Span::kBlock;
-  int blocks = 1;
-  int threads = 32;
-  int64_t shared_bytes = 0;
-};
+Span span_of(const MoeLaunch& launch) {
+  return launch.grid ? Span::kGrid : (launch.blocks > 1 ? Span::kCluster : Span::kBlock);
+}
 
-cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, bool allow_grid, MoePlan* plan) {
+const void* kernel_of(Span span) {
+  switch (span) {
+    case Span::kBlock:
+      return reinterpret_cast<const void*>(&moe_align_block_kernel);
+    case Span::kCluster:
+      return reinterpret_cast<const void*>(&moe_align_cluster_kernel);
+    case Span::kGrid:
+      return reinterpret_cast<const void*>(&moe_align_grid_kernel);
+  }
+  return nullptr;
+}
+
+// The launch for p, its kernel configured (its shared-memory limit raised) so that launching needs no device query.
+cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, bool allow_grid, MoeLaunch* launch) {
   const int64_t words_budget = caps.shared_optin / 4;
   int warps = kMaxWarps;
   while (warps > 1 && shared_words(warps, p.num_experts) > words_budget) --warps;
   if (shared_words(warps, p.num_experts) > words_budget) return cudaErrorInvalidConfiguration;
-  const void* cluster_kernel = reinterpret_cast<const void*>(&moe_align_cluster_kernel);
-  const void* grid_kernel = reinterpret_cast<const void*>(&moe_align_grid_kernel);
   Span span = Span::kBlock;
   int blocks = 1;
   const int64_t wanted_blocks =
@@ -55,7 +65,7 @@ cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, boo
   if (allow_grid && p.n > kGridMinIds && caps.cooperative_launch && grid_blocks > kMaxClusterBlocks) {
     span = Span::kGrid;
     blocks = static_cast<int>(grid_blocks);
-  } else if (wanted_blocks > 1 && cluster_code_available(cluster_kernel, device, caps)) {
+  } else if (wanted_blocks > 1 && cluster_code_available(kernel_of(Span::kCluster), device, caps)) {
     span = Span::kCluster;
     blocks = static_cast<int>(std::min<int64_t>(kMaxClusterBlocks, wanted_blocks));
   }
@@ -74,113 +84,94 @@ cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, boo
   int64_t shared_bytes = shared_bytes_for(blocks);
   if (span == Span::kGrid) {  // a cooperative grid must be resident at once: no more blocks than the device holds
     int per_sm = 0;
-    cudaError_t err = blocks_per_sm(grid_kernel, device, caps, threads, shared_bytes, &per_sm);
+    cudaError_t err = blocks_per_sm(kernel_of(Span::kGrid), device, caps, threads, shared_bytes, &per_sm);
     if (err != cudaSuccess) return err;
     blocks = std::min(blocks, per_sm * caps.sm_count);
     shared_bytes = shared_bytes_for(blocks);
   }
   while (span == Span::kCluster && blocks > 1) {  // a cluster the device cannot hold (its SMs taken) runs smaller
     int clusters = 0;
-    cudaError_t err = max_active_clusters(cluster_kernel, device, caps, blocks, threads, shared_bytes, &clusters);
+    cudaError_t err =
+        max_active_clusters(kernel_of(Span::kCluster), device, caps, blocks, threads, shared_bytes, &clusters);
     if (err != cudaSuccess) return err;
     if (clusters > 0) break;
     blocks /= 2;
     shared_bytes = shared_bytes_for(blocks);
   }
   if (blocks == 1) span = Span::kBlock;
-  plan->span = span;
-  plan->blocks = blocks;
-  plan->threads = threads;
-  plan->shared_bytes = shared_bytes;
-  return cudaSuccess;
+  launch->blocks = blocks;
+  launch->threads = threads;
+  launch->shared_bytes = shared_bytes;
+  launch->grid = span == Span::kGrid;
+  launch->workspace_words = launch->grid ? int64_t(blocks) * p.num_experts : 0;
+  return configure_kernel(kernel_of(span), device, caps, /*is_cluster_kernel=*/span == Span::kCluster);
 }
 
-cudaError_t launch_planned(const MoeParams& p, const MoePlan& plan, int device, const DeviceCaps& caps,
-                           cudaStream_t stream) {
-  cudaError_t err = cudaSuccess;
-  switch (plan.span) {
-    case Span::kBlock: {
-      err = configure_kernel(reinterpret_cast<const void*>(&moe_align_block_kernel), device, caps,
-                             /*is_cluster_kernel=*/false);
-      if (err != cudaSuccess) return err;
-      moe_align_block_kernel<<<1, plan.threads, plan.shared_bytes, stream>>>(p);
-      return cudaGetLastError();
-    }
-    case Span::kCluster: {
-      err = configure_kernel(reinterpret_cast<const void*>(&moe_align_cluster_kernel), device, caps,
-                             /*is_cluster_kernel=*/true);
-      if (err != cudaSuccess) return err;
-      cudaLaunchAttribute attribute;
-      const cudaLaunchConfig_t config =
-          cluster_launch_config(plan.blocks, plan.blocks, plan.threads, plan.shared_bytes, stream, &attribute);
-      return cudaLaunchKernelEx(&config, moe_align_cluster_kernel, p);
-    }
-    case Span::kGrid: {
-      err = configure_kernel(reinterpret_cast<const void*>(&moe_align_grid_kernel), device, caps,
-                             /*is_cluster_kernel=*/false);
-      if (err != cudaSuccess) return err;
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(static_cast<unsigned>(plan.blocks), 1, 1);
-      config.blockDim = dim3(static_cast<unsigned>(plan.threads), 1, 1);
-      config.dynamicSmemBytes = static_cast<size_t>(plan.shared_bytes);
-      config.stream = stream;
-      cudaLaunchAttribute attribute;
+cudaError_t launch_planned(const MoeParams& p, const MoeLaunch& launch, cudaStream_t stream) {
+  const Span span = span_of(launch);
+  cudaLaunchAttribute attribute;
+  cudaLaunchConfig_t config = {};
+  if (span == Span::kCluster) {
+    config =
+        cluster_launch_config(launch.blocks, launch.blocks, launch.threads, launch.shared_bytes, stream, &attribute);
+  } else {
+    config.gridDim = dim3(static_cast<unsigned>(launch.blocks), 1, 1);
+    config.blockDim = dim3(static_cast<unsigned>(launch.threads), 1, 1);
+    config.dynamicSmemBytes = static_cast<size_t>(launch.shared_bytes);
+    config.stream = stream;
+    if (span == Span::kGrid) {
       attribute.id = cudaLaunchAttributeCooperative;  // every block resident at once: the grid's barrier waits on all
       attribute.val.cooperative = 1;
       config.attrs = &attribute;
       config.numAttrs = 1;
-      return cudaLaunchKernelEx(&config, moe_align_grid_kernel, p);
     }
   }
-  return cudaErrorInvalidValue;
+  MoeParams params = p;
+  void* args[] = {&params};
+  return cudaLaunchKernelExC(&config, kernel_of(span), args);
 }
 
-MoeLaunch described(const MoePlan& plan, int64_t experts) {
-  MoeLaunch launch;
-  launch.blocks = plan.blocks;
-  launch.threads = plan.threads;
-  launch.shared_bytes = plan.shared_bytes;
-  launch.grid = plan.span == Span::kGrid;
-  launch.workspace_words = launch.grid ? int64_t(plan.blocks) * experts : 0;
-  return launch;
-}
-
-MoePlan from_launch(const MoeLaunch& launch) {
-  MoePlan plan;
-  plan.span = launch.grid ? Span::kGrid : (launch.blocks > 1 ? Span::kCluster : Span::kBlock);
-  plan.blocks = launch.blocks;
-  plan.threads = launch.threads;
-  plan.shared_bytes = launch.shared_bytes;
-  return plan;
-}
+// What decides a launch: the device and the sizes (p's pointers, block_size and expert map do not).
+using PlanKey = std::tuple<int, int64_t, int32_t, int64_t>;
 
 }  // namespace
 
 cudaError_t plan_moe_align(const MoeParams& p, int device, MoeLaunch* launch) {
+  // Plans are kept per shape: a model calls with a handful of shapes, and a kept plan costs one lookup where planning
+  // asks several device caches.
+  static std::mutex mutex;
+  static std::map<PlanKey, MoeLaunch> plans;
+  const PlanKey key{device, p.n, p.num_experts, p.sorted_size};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = plans.find(key);
+    if (it != plans.end()) {
+      *launch = it->second;
+      return cudaSuccess;
+    }
+  }
   DeviceCaps caps;
   cudaError_t err = device_caps(device, &caps);
+  if (err == cudaSuccess) err = plan_moe(p, device, caps, /*allow_grid=*/true, launch);
   if (err != cudaSuccess) return err;
-  MoePlan plan;
-  err = plan_moe(p, device, caps, /*allow_grid=*/true, &plan);
-  if (err == cudaSuccess) *launch = described(plan, p.num_experts);
-  return err;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (plans.size() >= kMaxKeptPlans) plans.clear();
+  plans.emplace(key, *launch);
+  return cudaSuccess;
 }
 
 cudaError_t launch_moe_align(const MoeParams& p, const MoeLaunch& launch, int device, cudaStream_t stream,
                              MoeLaunch* ran) {
-  DeviceCaps caps;
-  cudaError_t err = device_caps(device, &caps);
-  if (err != cudaSuccess) return err;
   *ran = launch;
-  err = launch_planned(p, from_launch(launch), device, caps, stream);
+  cudaError_t err = launch_planned(p, launch, stream);
   if (err != cudaErrorCooperativeLaunchTooLarge) return err;
   // The device holds fewer blocks than it promised (its SMs shared with other processes): one cluster then.
   cudaGetLastError();
-  MoePlan plan;
-  err = plan_moe(p, device, caps, /*allow_grid=*/false, &plan);
+  DeviceCaps caps;
+  err = device_caps(device, &caps);
+  if (err == cudaSuccess) err = plan_moe(p, device, caps, /*allow_grid=*/false, ran);
   if (err != cudaSuccess) return err;
-  *ran = described(plan, p.num_experts);
-  return launch_planned(p, plan, device, caps, stream);
+  return launch_planned(p, *ran, stream);
 }
 
 }  // namespace dsmhist

@@ -19,7 +19,8 @@ struct MoeLaunch {
   int64_t workspace_words = 0;  // int32 words p.workspace must hold (0: none)
 };
 
-// The launch for p on `device` (p's pointers unused): host-side queries only, cached per device and kernel.
+// The launch for p on `device` (p's pointers unused), its kernel configured: host-side queries only, the answer
+// kept per device and sizes (n, num_experts, sorted_size), so a model's repeated shapes cost one lookup.
 // cudaErrorInvalidConfiguration when the device's shared memory cannot hold num_experts' counters (num_experts above
 // about 3000 on pre-sm_80 GPUs).
 cudaError_t plan_moe_align(const MoeParams& p, int device, MoeLaunch* launch);
