@@ -118,7 +118,7 @@ struct HistogramParams : InputDescription {
   // every item's elements; their counts are summed through DSMEM at each flush. 1 elsewhere.
   int64_t cluster_replicas = 1;
   DeterministicScratch deterministic;
-  // Device workspace of the planned tier (tier_workspace_bytes, kernels.h), from the caller; most tiers need none.
+  // Device workspace of the planned tier (PreparedCall::workspace_bytes, kernels.h), from the caller; most need none.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 

@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "../histogram_args.h"
@@ -35,16 +36,16 @@ PlanRequest make_request(int device, int64_t bins, InputType input_type, AccKind
   return request;
 }
 
-HistogramPlan plan_or_throw(const char* op, const PlanRequest& request) {
-  HistogramPlan plan;
-  cudaError_t cuda_error = cudaSuccess;
-  const PlanStatus status = make_plan(request, &plan, &cuda_error);
-  if (status == PlanStatus::kCudaError) C10_CUDA_CHECK(cuda_error);
-  TORCH_CHECK_VALUE(status == PlanStatus::kOk, op, ": ", plan_status_message(status), " (bins=", request.bins,
-                    ", forced tier \"", tier_name(request.forced_tier), "\"",
+// The call of p made ready (its plan, launch and workspace), or the planner's refusal as a ValueError.
+PreparedCall prepare_or_throw(const char* op, const HistogramParams& p, const PlanRequest& request) {
+  PreparedCall call;
+  const PlanStatus status = prepare_histogram(p, request, &call);
+  C10_CUDA_CHECK(status.cuda_error);
+  TORCH_CHECK_VALUE(status.ok(), op, ": ", status.refusal, " (bins=", request.bins, ", forced tier \"",
+                    tier_name(request.forced_tier), "\"",
                     request.forced_cluster_size ? ", cluster_size=" + std::to_string(request.forced_cluster_size) : "",
                     ")");
-  return plan;
+  return call;
 }
 
 // Where a call's range comes from the data and no keys were given, finds them on the device (the range pass) into
@@ -74,18 +75,17 @@ const char* acc_name(AccKind acc) {
   }
 }
 
-void log_launch(const char* op, const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                int64_t workspace_bytes) {
-  LaunchReport launch;
-  C10_CUDA_CHECK(describe_launch(p, request, plan, &launch));
+void log_launch(const char* op, const HistogramParams& p, const PreparedCall& call) {
+  const PlanRequest& request = call.request;
+  const LaunchShape& launch = call.shape;
   std::fprintf(stderr,
                "torch_dsmhist launch: %s on cuda:%d: tier %s, variant %s of %s %s, bins %lld, rows %lld x %lld, "
                "grid %lld, cluster %d, threads %d, shared %lld bytes/block, workspace %lld bytes\n",
-               op, request.device, tier_name(plan.tier), acc_name(request.acc), input_type_name(request.input_type),
-               request.mode == BinMode::kIndex ? "by value" : "by range", static_cast<long long>(p.bins),
-               static_cast<long long>(p.rows), static_cast<long long>(p.row_length),
-               static_cast<long long>(launch.grid), launch.cluster_size, launch.threads,
-               static_cast<long long>(launch.shared_bytes), static_cast<long long>(workspace_bytes));
+               op, request.device, tier_name(call.plan.tier), acc_name(request.acc),
+               input_type_name(request.input_type), request.mode == BinMode::kIndex ? "by value" : "by range",
+               static_cast<long long>(p.bins), static_cast<long long>(p.rows), static_cast<long long>(p.row_length),
+               static_cast<long long>(launch.grid), std::max(launch.cluster_dim, 1), launch.threads,
+               static_cast<long long>(launch.shared_bytes), static_cast<long long>(call.workspace_bytes));
   std::fflush(stderr);
 }
 
@@ -100,7 +100,7 @@ struct CudaBackend {
     const c10::cuda::CUDAGuard guard(input.device());
     const PlanRequest request =
         make_request(input.get_device(), p.bins, args.input_type, args.acc, p.elements_per_histogram(), p.mode);
-    const HistogramPlan plan = plan_or_throw(op, request);
+    const PreparedCall call = prepare_or_throw(op, p, request);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     at::Tensor range_keys;  // the data's finite min and max, found on the device
     find_range_keys(args, p, input, request, stream, &range_keys);
@@ -111,15 +111,13 @@ struct CudaBackend {
       p.deterministic.sums = static_cast<unsigned long long*>(deterministic_scratch.mutable_data_ptr());
     }
     at::Tensor workspace;  // the tier's own device memory (tier "partition"), from the caching allocator
-    int64_t workspace_bytes = 0;
-    C10_CUDA_CHECK(tier_workspace_bytes(p, request, plan, &workspace_bytes));
-    if (workspace_bytes > 0) {
-      workspace = at::empty({workspace_bytes}, input.options().dtype(at::kByte));
+    if (call.workspace_bytes > 0) {
+      workspace = at::empty({call.workspace_bytes}, input.options().dtype(at::kByte));
       p.workspace = workspace.mutable_data_ptr();
-      p.workspace_bytes = workspace_bytes;
+      p.workspace_bytes = call.workspace_bytes;
     }
-    if (log_launches()) log_launch(op, p, request, plan, workspace_bytes);
-    C10_CUDA_CHECK(launch_histogram(p, request, plan, stream));
+    if (log_launches()) log_launch(op, p, call);
+    C10_CUDA_CHECK(launch_histogram(p, call, stream));
   }
 
   static void finite_range(const HistogramArgs& args, const RangeParams& p, const at::Tensor& input) {
@@ -190,18 +188,18 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
       make_request(static_cast<int>(device), bins, call.input_type,
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),
                    rows == 0 ? INT64_MAX : call.elements_per_histogram(), call.mode);
-  const HistogramPlan plan = plan_or_throw("torch_dsmhist.plan", request);
-  LaunchReport launch;
-  if (rows > 0) C10_CUDA_CHECK(describe_launch(call, request, plan, &launch));
+  const PreparedCall prepared = prepare_or_throw("torch_dsmhist.plan", call, request);
+  const HistogramPlan& plan = prepared.plan;
+  const LaunchShape& launch = prepared.shape;
   return {static_cast<int64_t>(plan.tier),
           plan.cluster_size,
           plan.shared_bytes,
           plan.threads,
           plan.bins_per_block,
-          launch.threads,
-          launch.cluster_size,
-          launch.grid,
-          launch.shared_bytes};
+          rows > 0 ? launch.threads : 0,
+          rows > 0 ? std::max(launch.cluster_dim, 1) : 0,
+          rows > 0 ? launch.grid : 0,
+          rows > 0 ? launch.shared_bytes : 0};
 }
 
 TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) { register_op_bodies<CudaBackend>(m); }

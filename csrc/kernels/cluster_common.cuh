@@ -62,7 +62,7 @@ __device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_gro
 // that hold the bins, its other blocks replicas.
 template <typename BlockBytes>
 inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, int replicas, BlockBytes block_bytes,
-                              HistogramPlan* plan, cudaError_t* cuda_error) {
+                              HistogramPlan* plan) {
   const PlanRequest& request = ctx.request;
   int sizes[2 * kMaxClusterSize];
   int copies[2 * kMaxClusterSize];
@@ -82,8 +82,7 @@ inline PlanStatus fit_cluster(const TierContext& ctx, Tier tier, int smallest, i
       add(ranges, 1);
     }
   }
-  return fit_first_cluster_size(ctx, tier, sizes, copies, count, kBlockThreads, INT64_MAX, block_bytes, plan,
-                                cuda_error);
+  return fit_first_cluster_size(ctx, tier, sizes, copies, count, kBlockThreads, INT64_MAX, block_bytes, plan);
 }
 
 // A worker is a cluster. `readers`: how many blocks of a cluster split an item's elements (all of them in tier

@@ -50,8 +50,7 @@ __global__ void __launch_bounds__(256) fixed_point_finalize_kernel(const Histogr
 
 int64_t deterministic_scratch_bytes(int64_t output_bins) { return output_bins * 16; }
 
-cudaError_t launch_fixed_point_histogram(const HistogramParams& p, const PlanRequest& request,
-                                         const HistogramPlan& plan, const DeviceCaps& caps, cudaStream_t stream) {
+cudaError_t launch_fixed_point_histogram(const HistogramParams& p, const PreparedCall& call, cudaStream_t stream) {
   HistogramParams params = p;
   const int64_t scratch_bins = p.output_rows() * p.bins;
   DeterministicScratch& s = params.deterministic;
@@ -63,12 +62,11 @@ cudaError_t launch_fixed_point_histogram(const HistogramParams& p, const PlanReq
   cudaError_t err = cudaMemsetAsync(s.sums, 0, static_cast<size_t>(deterministic_scratch_bytes(scratch_bins)), stream);
   if (err != cudaSuccess) return err;
   for (const AccKind pass : {AccKind::kExponent, AccKind::kFixed}) {
-    err = run_planned_tier(params, request, caps, plan, pass, /*may_store=*/false, /*zero_unstored_output=*/false,
-                           stream);
+    err = run_planned_tier(params, call, pass, /*may_store=*/false, /*zero_unstored_output=*/false, stream);
     if (err != cudaSuccess) return err;
   }
   void* args[] = {&params};
-  const int64_t grid = std::min<int64_t>((scratch_bins + 255) / 256, int64_t(caps.sm_count) * 8);
+  const int64_t grid = std::min<int64_t>((scratch_bins + 255) / 256, int64_t(call.caps.sm_count) * 8);
   return cudaLaunchKernel(reinterpret_cast<const void*>(&fixed_point_finalize_kernel),
                           dim3(static_cast<unsigned>(grid)), dim3(256), args, 0, stream);
 }

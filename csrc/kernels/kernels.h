@@ -10,6 +10,7 @@
 #include "../common/call.h"
 #include "../common/edge_binning.h"
 #include "../common/tiers.h"
+#include "device_caps.h"
 #include "tuning.h"
 
 namespace dsmhist {
@@ -56,7 +57,7 @@ struct PlanRequest {
 // 1-D call with more than kSmallCallMaxElements elements launches; three launches reshape per call (the tier's shape
 // function): tier "shared" runs a small 1-D call as one cluster of up to kSmallCallMaxBlocks blocks, gives the
 // rows of a batched call blocks of fewer threads when they are short, and leaves out a 1-byte input's byte tallies
-// (kByteTallyBytes) where its work items are too short for them. describe_launch reports a given call's shape.
+// (kByteTallyBytes) where its work items are too short for them. PreparedCall::shape is a given call's.
 struct HistogramPlan {
   Tier tier = Tier::kGlobal;
   int cluster_size = 1;
@@ -66,27 +67,52 @@ struct HistogramPlan {
   int64_t shared_bytes = 0;    // dynamic shared memory per block
 };
 
-enum class PlanStatus : int32_t {
-  kOk = 0,
-  kCudaError,               // a CUDA runtime query failed; see the cudaError_t
-  kSharedTooSmall,          // forced "shared" but the bins do not fit one block's shared memory
-  kClusterUnavailable,      // forced a cluster tier on a device below sm_90, or a binary without sm_90 code
-  kClusterTooSmall,         // forced a cluster tier but the bins do not fit any launchable cluster
-  kClusterSizeUnsupported,  // the forced cluster size cannot be launched with this shared memory on this device
-  kPartitionTooManyBins,    // tier "partition" holds at most kPartitionMaxChunks - 1 chunks of bins per row
-  kPartitionNotChosen,      // the planner takes tier "partition" only for counts past its auto_min_bins
-  kFewElementsPerBin,       // the planner takes tier "global" for many bins with few elements each
-  kExchangeCountsOnly,      // tier "exchange" adds counts, not weighted or deterministic sums
-  kExchangeNotChosen        // the planner takes tier "exchange" only for counts by value in its window of bins
+// What planning answered (and each tier's `fit`, which words its own refusals): a plan, a failed CUDA runtime query, or
+// a refusal (a forced tier that cannot take the call; in the planner's order, a tier that leaves it to the next).
+struct PlanStatus {
+  cudaError_t cuda_error = cudaSuccess;
+  const char* refusal = nullptr;  // why, in the refusing tier's words (static text)
+
+  bool ok() const { return cuda_error == cudaSuccess && refusal == nullptr; }
+  static PlanStatus fits() { return PlanStatus{}; }
+  static PlanStatus declines(const char* why) { return PlanStatus{cudaSuccess, why}; }
+  static PlanStatus query_failed(cudaError_t err) { return PlanStatus{err, nullptr}; }
 };
 
-const char* plan_status_message(PlanStatus status);
+// What a planned call launches (its tier's shape function's answer): work items per row, grid, block size, cluster
+// dims, and how its tier's kernel runs them (tier_host.h says what each field means to the tiers).
+struct LaunchShape {
+  int64_t segments = 1;
+  int64_t grid = 1;  // blocks (for a cluster launch: a multiple of cluster_dim)
+  int threads = kBlockThreads;
+  int cluster_dim = 0;  // > 0: launch as clusters of this many blocks
+  bool store_rows = false;
+  bool flush_each_item = false;
+  bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
+  bool tally_byte_values = false;     // tier "shared", 1-byte counts: tallies per byte value (HistogramParams)
+  int64_t shared_bytes = 0;           // dynamic shared memory per block: the plan's, unless the tier's shape changes it
+  int kernel_variant = 0;  // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
+};
 
-// Chooses the tier for a request (planner.cu: the one place where tiers are chosen), from the device's capabilities
-// and occupancy answers (device_caps.h); kernels are configured for launch by the launcher, not here. (An occupancy
-// answer for more than 48 KB of shared memory or a 16-block cluster needs the kernel's limits raised first: the
-// occupancy query does that for the kernel it asks about, once per kernel and device.)
-PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error);
+// One call made ready to launch (prepare_histogram): the request, its plan, the device and kernels the plan was made
+// with, the launch the call gets and the device workspace the caller provides for it. Planned once per call; the
+// plan itself is kept per request, so a repeated shape costs one lookup.
+struct PreparedCall {
+  PlanRequest request;
+  HistogramPlan plan;
+  DeviceCaps caps;
+  KernelSet kernels;
+  bool cluster_code = false;  // the loaded binary holds sm_90 cluster code (cluster_code_available)
+  LaunchShape shape;          // the planned tier's launch of the call (unset for a call with no elements)
+  int64_t workspace_bytes = 0;
+};
+
+// Plans `request` (planner.cu: the one place where tiers are chosen) and, for a call of p's shape (rows, row_length,
+// output_row_stride, strides: no pointer is read), its launch and workspace. The automatic plan asks the tiers the
+// planner may pick in the table's order; a forced tier is asked alone, and its refusal is the caller's error. Host
+// queries only (device_caps.h); like a launch, it may raise a kernel's shared-memory limits. p.elements() == 0: the
+// plan only.
+PlanStatus prepare_histogram(const HistogramParams& p, const PlanRequest& request, PreparedCall* call);
 
 // Bytes of device scratch a deterministic weighted sum (AccKind::kFixed) needs for `output_bins` bins in all
 // (output rows * bins); the caller points p.deterministic.sums at it (8-byte aligned), the launcher does the rest.
@@ -100,20 +126,6 @@ cudaError_t launch_finite_range(const RangeParams& p, const PlanRequest& request
 // Writes each element's bin (-1: dropped) on `stream`: p from make_bin_index_params, its int64 indices at p.output.
 // A data-derived range must already be at p.device_range, as for launch_histogram.
 cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
-
-// What the launch of a call of p under `plan` uses (the planned tier's shape function, as launch_histogram asks
-// it): threads per block, blocks per cluster (1: no clusters), blocks in the grid and dynamic shared memory per
-// block; all 0 for a call with no elements (nothing is launched). p needs only its shape (rows, row_length,
-// output_row_stride, strides): no pointer is read. Like a launch, it may raise the kernel's shared-memory limits first
-// (device_caps.h).
-struct LaunchReport {
-  int threads = 0;
-  int cluster_size = 0;
-  int64_t grid = 0;
-  int64_t shared_bytes = 0;
-};
-cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                            LaunchReport* report);
 
 // The bin-edges stage (edge_bins.cu): writes the int32 flat bin of each point of p's chunk to p.out on `stream`
 // (edges_bodies.h then counts them with launch_histogram in index mode). Never synchronises with the host.
@@ -137,16 +149,10 @@ struct EdgeHistogramPlan {
 cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream,
                                   EdgeHistogramPlan* plan);
 
-// Bytes of device workspace the planned tier needs for the call p (0 for most tiers; tier "partition": at most
-// kPartitionWorkspaceBytes); the caller points p.workspace at that many bytes (256-byte aligned) before launching.
-cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                                 int64_t* bytes);
-
-// Runs one call on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row is stored
-// whole), or the three deterministic steps for AccKind::kFixed (fixed_point.cu). When p.device_range is set, the keys
-// must already be there (launch_finite_range earlier on the same stream, or keys merged across ranks). Never
-// synchronises with the host.
-cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                             cudaStream_t stream);
+// Runs a prepared call of p on `stream`: the planned tier (zeroing the output first unless p.accumulate or every row
+// is stored whole), or the three deterministic steps for AccKind::kFixed (fixed_point.cu). p.workspace holds
+// call.workspace_bytes (256-byte aligned). When p.device_range is set, the keys must already be there
+// (launch_finite_range earlier on the same stream, or keys merged across ranks). Never synchronises with the host.
+cudaError_t launch_histogram(const HistogramParams& p, const PreparedCall& call, cudaStream_t stream);
 
 }  // namespace dsmhist

@@ -1,5 +1,5 @@
-// The launcher: runs a planned call on a stream. Each launch asks the planned tier's unit for its shape (tier_*.cuh),
-// then launches that tier's kernel the one way every tier is launched (as clusters when the shape says so). Also the
+// The launcher: runs a prepared call (planner.cu) on a stream: the planned tier's kernel, launched the one way every
+// tier is (as clusters when the call's shape says so), or the tier's own launch. Also the
 // two kernels without bins: the range pass and the per-element bin indices. Never synchronises with the host.
 #include <cuda_runtime.h>
 
@@ -18,22 +18,14 @@ KernelSet kernels_for(InputType type, AccKind acc) {
   return visit_input_type(type, [acc](auto tag) { return kernel_set_for<typename decltype(tag)::type>(acc); });
 }
 
-cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& request, const DeviceCaps& caps,
-                             const HistogramPlan& plan, AccKind acc, bool may_store, bool zero_unstored_output,
-                             cudaStream_t stream) {
-  const KernelSet kernels = kernels_for(request.input_type, acc);
-  const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
-  // The shape functions of the tiers with shared-memory bins ask the kernel's occupancy, which first raises its
-  // shared-memory limits (device_caps.h): that is where a kernel is configured, before its launch.
-  const TierUnit& unit = tier_unit(plan.tier);
-  if (unit.custom.launch != nullptr) return unit.custom.launch(p, ctx, plan, acc, zero_unstored_output, stream);
-  LaunchShape shape;
-  shape.shared_bytes = plan.shared_bytes;
-  cudaError_t err = unit.shape(p, ctx, plan, acc, may_store, &shape);
-  if (err != cudaSuccess) return err;
+namespace {
+
+// Launches the planned tier's kernel of `kernels` as `shape` says: the one way every tier without a custom launch runs.
+cudaError_t launch_shaped(const HistogramParams& p, const KernelSet& kernels, const HistogramPlan& plan,
+                          const LaunchShape& shape, bool zero_unstored_output, cudaStream_t stream) {
   if (zero_unstored_output && !shape.store_rows) {
     const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
-    err = cudaMemsetAsync(p.output, 0, output_size, stream);
+    const cudaError_t err = cudaMemsetAsync(p.output, 0, output_size, stream);
     if (err != cudaSuccess) return err;
   }
   HistogramParams params = p;
@@ -56,61 +48,32 @@ cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& reques
                           static_cast<size_t>(shape.shared_bytes), stream);
 }
 
-namespace {
-
-// Calls ask(ctx) with the context the request's tier is asked in at launch (the device, the request's kernels):
-// what plan() and the caller's workspace allocation learn from a tier without launching it.
-template <typename Ask>
-cudaError_t ask_planned_tier(const PlanRequest& request, Ask&& ask) {
-  DeviceCaps caps;
-  const cudaError_t err = device_caps(request.device, &caps);
-  if (err != cudaSuccess) return err;
-  const KernelSet kernels = kernels_for(request.input_type, request.acc);
-  return ask(TierContext{request, caps, kernels, cluster_code_of(kernels, request.device, caps)});
-}
-
 }  // namespace
 
-cudaError_t describe_launch(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                            LaunchReport* report) {
-  *report = LaunchReport{};
-  if (p.elements() == 0) return cudaSuccess;
-  return ask_planned_tier(request, [&](const TierContext& ctx) {
-    LaunchShape shape;
-    shape.shared_bytes = plan.shared_bytes;
-    const cudaError_t err = tier_unit(plan.tier).shape(p, ctx, plan, request.acc, /*may_store=*/true, &shape);
-    if (err != cudaSuccess) return err;
-    report->threads = shape.threads;
-    report->shared_bytes = shape.shared_bytes;
-    report->cluster_size = shape.cluster_dim > 0 ? shape.cluster_dim : 1;
-    report->grid = shape.grid;
-    return cudaSuccess;
-  });
+cudaError_t run_planned_tier(const HistogramParams& p, const PreparedCall& call, AccKind acc, bool may_store,
+                             bool zero_unstored_output, cudaStream_t stream) {
+  const KernelSet kernels = kernels_for(call.request.input_type, acc);
+  const TierContext ctx{call.request, call.caps, kernels, call.cluster_code};
+  const TierUnit& unit = tier_unit(call.plan.tier);
+  if (unit.custom.launch != nullptr) return unit.custom.launch(p, ctx, call.plan, acc, zero_unstored_output, stream);
+  LaunchShape shape;
+  shape.shared_bytes = call.plan.shared_bytes;
+  const cudaError_t err = unit.shape(p, ctx, call.plan, acc, may_store, &shape);
+  if (err != cudaSuccess) return err;
+  return launch_shaped(p, kernels, call.plan, shape, zero_unstored_output, stream);
 }
 
-cudaError_t tier_workspace_bytes(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                                 int64_t* bytes) {
-  *bytes = 0;
-  const TierUnit& unit = tier_unit(plan.tier);
-  if (unit.custom.workspace_bytes == nullptr || p.elements() == 0) return cudaSuccess;
-  return ask_planned_tier(request, [&](const TierContext& ctx) {
-    *bytes = unit.custom.workspace_bytes(p, ctx, plan);
-    return cudaSuccess;
-  });
-}
-
-cudaError_t launch_histogram(const HistogramParams& p, const PlanRequest& request, const HistogramPlan& plan,
-                             cudaStream_t stream) {
+cudaError_t launch_histogram(const HistogramParams& p, const PreparedCall& call, cudaStream_t stream) {
   if (p.elements() == 0) {
     const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
     return p.accumulate ? cudaSuccess : cudaMemsetAsync(p.output, 0, output_size, stream);
   }
-  DeviceCaps caps;
-  const cudaError_t err = device_caps(request.device, &caps);
-  if (err != cudaSuccess) return err;
-  if (request.acc == AccKind::kFixed) return launch_fixed_point_histogram(p, request, plan, caps, stream);
-  return run_planned_tier(p, request, caps, plan, request.acc, /*may_store=*/true,
-                          /*zero_unstored_output=*/!p.accumulate, stream);
+  if (call.request.acc == AccKind::kFixed) return launch_fixed_point_histogram(p, call, stream);
+  const TierUnit& unit = tier_unit(call.plan.tier);
+  if (unit.custom.launch != nullptr) {
+    return unit.custom.launch(p, TierContext::of(call), call.plan, call.request.acc, !p.accumulate, stream);
+  }
+  return launch_shaped(p, call.kernels, call.plan, call.shape, /*zero_unstored_output=*/!p.accumulate, stream);
 }
 
 namespace {

@@ -1,7 +1,12 @@
 // The planner: which tier, cluster size and shared memory a call gets, from the bin count, the accumulator and the
-// device's capabilities. The rules live in the tier units (each tier's `fit`, tier_*.cuh) and their order in the tier
-// table (common/tiers.h); this file only asks them. Nothing here sets a kernel attribute or touches a stream.
+// device's capabilities, made once per call into a PreparedCall (with the call's launch shape and workspace). The rules
+// live in the tier units (each tier's `fit` and `shape`, tier_*.cuh) and their order in the tier table
+// (common/tiers.h); this file only asks them. Nothing here touches a stream.
 #include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "device_caps.h"
 #include "kernels.h"
@@ -10,44 +15,7 @@
 
 namespace dsmhist {
 
-const char* plan_status_message(PlanStatus status) {
-  switch (status) {
-    case PlanStatus::kOk:
-      return "ok";
-    case PlanStatus::kCudaError:
-      return "a CUDA runtime query failed";
-    case PlanStatus::kSharedTooSmall:
-      return "tier 'shared' needs all bins in one block's shared memory, and these bins do not fit";
-    case PlanStatus::kClusterUnavailable:
-      return "tiers 'cluster' and 'cluster_dsmem' need a device of compute capability 9.0+ and an extension built "
-             "with sm_90 code (TORCH_CUDA_ARCH_LIST including 9.0)";
-    case PlanStatus::kClusterTooSmall:
-      return "a cluster tier cannot hold these bins: they do not fit the shared memory of any launchable cluster";
-    case PlanStatus::kClusterSizeUnsupported:
-      return "the forced cluster size cannot be launched on this device with the shared memory these bins need";
-    case PlanStatus::kPartitionTooManyBins:
-      return "tier 'partition' holds at most 33521664 bins per row for counts and float32 sums, 16760832 for "
-             "float64 and deterministic sums";
-    case PlanStatus::kPartitionNotChosen:
-      static_assert(kPartitionAutoMinBins == 232448 && kPartitionAutoMinElements == (int64_t(1) << 23),
-                    "the message below states kPartitionAutoMinBins and kPartitionAutoMinElements");
-      return "the planner takes tier 'partition' only for counts past 232448 bins (where the cluster tiers run; "
-             "else past tier 'shared'), 2^23 elements or more";
-    case PlanStatus::kFewElementsPerBin:
-      static_assert(kFewElementsPerBin == 32 && kFewElementsMinBins == 16384,
-                    "the message below states kFewElementsPerBin and kFewElementsMinBins");
-      return "the planner takes tier 'global' for 16384 bins or more with fewer than 32 elements per bin";
-    case PlanStatus::kExchangeCountsOnly:
-      return "tier 'exchange' adds counts only: weighted sums (deterministic or not) take another tier";
-    case PlanStatus::kExchangeNotChosen:
-      static_assert(kExchangeAutoMinBins == 232449 && kExchangeAutoMaxBins == 640000 &&
-                        kExchangeAutoMinElements == (int64_t(1) << 23),
-                    "the message below states kExchangeAutoMinBins, kExchangeAutoMaxBins and kExchangeAutoMinElements");
-      return "the planner takes tier 'exchange' only for counts of integer input by value at 232449-640000 bins, "
-             "2^23 elements or more";
-  }
-  return "unknown planning status";
-}
+namespace {
 
 // A forced tier is asked alone (its refusal is the caller's error). Otherwise the tiers the planner may pick are asked
 // in the table's order and the first that fits wins:
@@ -64,23 +32,93 @@ const char* plan_status_message(PlanStatus status) {
 //                and the smallest cluster whose combined shared memory holds the bins can be resident;
 //      (1 and 4 decline 16384 bins or more with fewer than 32 elements a bin: few_elements_per_bin, tuning.h)
 //   5. global  - everything else (and, before sm_90, everything beyond tiers 1 and 3).
-PlanStatus make_plan(const PlanRequest& request, HistogramPlan* plan, cudaError_t* cuda_error) {
-  *cuda_error = cudaSuccess;
-  DeviceCaps caps;
-  *cuda_error = device_caps(request.device, &caps);
-  if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
-  const KernelSet kernels = kernels_for(request.input_type, request.acc);
-  const TierContext ctx{request, caps, kernels, cluster_code_of(kernels, request.device, caps)};
-  if (request.forced_tier != Tier::kAuto) {
-    return tier_unit(request.forced_tier).fit(ctx, /*automatic=*/false, plan, cuda_error);
+
+PlanStatus plan_for(const TierContext& ctx, HistogramPlan* plan) {
+  if (ctx.request.forced_tier != Tier::kAuto) {
+    return tier_unit(ctx.request.forced_tier).fit(ctx, /*automatic=*/false, plan);
   }
-  PlanStatus status = PlanStatus::kOk;
+  PlanStatus status;
   for (const TierInfo& info : kTiers) {
     if (!info.planner_may_pick) continue;
-    status = tier_unit(info.tier).fit(ctx, /*automatic=*/true, plan, cuda_error);
-    if (status == PlanStatus::kOk || status == PlanStatus::kCudaError) return status;
+    status = tier_unit(info.tier).fit(ctx, /*automatic=*/true, plan);
+    if (status.ok() || status.cuda_error != cudaSuccess) return status;
   }
   return status;  // not reached while the table's last pickable tier ("global") fits every request
+}
+
+// What decides a plan: every field of the request.
+using PlanKey = std::tuple<int, int64_t, InputType, BinMode, AccKind, Tier, int, int, int64_t>;
+
+PlanKey key_of(const PlanRequest& r) {
+  return PlanKey{r.device,
+                 r.bins,
+                 r.input_type,
+                 r.mode,
+                 r.acc,
+                 r.forced_tier,
+                 r.forced_cluster_size,
+                 r.max_cluster_size,
+                 r.elements_per_histogram};
+}
+
+// A plan and what it was made with, kept per request.
+struct KeptPlan {
+  HistogramPlan plan;
+  DeviceCaps caps;
+  bool cluster_code = false;
+};
+
+// Plans kept at most (past this the cache starts over: a caller cycling through many sizes plans afresh).
+constexpr size_t kMaxKeptPlans = 1024;
+
+std::mutex& kept_plans_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<PlanKey, KeptPlan>& kept_plans() {
+  static std::map<PlanKey, KeptPlan> plans;
+  return plans;
+}
+
+}  // namespace
+
+PlanStatus prepare_histogram(const HistogramParams& p, const PlanRequest& request, PreparedCall* call) {
+  call->request = request;
+  call->kernels = kernels_for(request.input_type, request.acc);
+  call->shape = LaunchShape{};
+  call->workspace_bytes = 0;
+  // A model calls with a handful of shapes: a kept plan costs one lookup where planning asks each tier in turn.
+  const PlanKey key = key_of(request);
+  bool kept = false;
+  {
+    std::lock_guard<std::mutex> lock(kept_plans_mutex());
+    const auto it = kept_plans().find(key);
+    if (it != kept_plans().end()) {
+      call->plan = it->second.plan;
+      call->caps = it->second.caps;
+      call->cluster_code = it->second.cluster_code;
+      kept = true;
+    }
+  }
+  if (!kept) {
+    const cudaError_t err = device_caps(request.device, &call->caps);
+    if (err != cudaSuccess) return PlanStatus::query_failed(err);
+    call->cluster_code = cluster_code_of(call->kernels, request.device, call->caps);
+    const PlanStatus status = plan_for(TierContext::of(*call), &call->plan);
+    if (!status.ok()) return status;
+    std::lock_guard<std::mutex> lock(kept_plans_mutex());
+    if (kept_plans().size() >= kMaxKeptPlans) kept_plans().clear();
+    kept_plans().emplace(key, KeptPlan{call->plan, call->caps, call->cluster_code});
+  }
+  if (p.elements() == 0) return PlanStatus::fits();
+  const TierContext ctx = TierContext::of(*call);
+  const TierUnit& unit = tier_unit(call->plan.tier);
+  call->shape.shared_bytes = call->plan.shared_bytes;
+  cudaError_t err = unit.shape(p, ctx, call->plan, request.acc, /*may_store=*/true, &call->shape);
+  if (err != cudaSuccess) return PlanStatus::query_failed(err);
+  if (unit.custom.workspace_bytes != nullptr) call->workspace_bytes = unit.custom.workspace_bytes(p, ctx, call->plan);
+  return PlanStatus::fits();
 }
 
 }  // namespace dsmhist

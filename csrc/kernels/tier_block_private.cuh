@@ -138,16 +138,19 @@ inline bool plans_byte_tallies(const TierContext& ctx) {
 
 // Fits when every bin fits one block's opt-in shared memory (227 KB on H100: 58112 32-bit counters). The plan's
 // shared memory is a large 1-D call's: the bins, and the byte tallies where they fit.
-inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
+constexpr const char* kTooManyBins =
+    "tier 'shared' needs all bins in one block's shared memory, and these bins do not fit";
+
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan) {
   const int64_t acc_bytes = accumulator_bytes(ctx.request.acc);
-  if (ctx.request.bins > ctx.caps.shared_optin / acc_bytes) return PlanStatus::kSharedTooSmall;
-  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
+  if (ctx.request.bins > ctx.caps.shared_optin / acc_bytes) return PlanStatus::declines(kTooManyBins);
+  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::declines(kFewElementsPerBinRefusal);
   plan->tier = Tier::kShared;
   plan->cluster_size = 1;
   plan->threads = kBlockThreads;
   plan->bins_per_block = ctx.request.bins;
   plan->shared_bytes = ctx.request.bins * acc_bytes + (plans_byte_tallies(ctx) ? kByteTallyBytes : 0);
-  return PlanStatus::kOk;
+  return PlanStatus::fits();
 }
 
 // Block size. One histogram (1-D ops): the plan's full blocks, flushed once each. One histogram per row (batched):

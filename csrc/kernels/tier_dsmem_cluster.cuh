@@ -48,12 +48,12 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).
 }
 
-inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* cuda_error) {
-  if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
+inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan) {
+  if (!ctx.cluster_code) return PlanStatus::declines(kClusterUnavailable);
   const int64_t acc_bytes = accumulator_bytes(ctx.request.acc);
   return detail::fit_cluster(
       ctx, Tier::kClusterDsmem, /*smallest=*/2, /*replicas=*/1,
-      [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; }, plan, cuda_error);
+      [acc_bytes](int64_t block_bins) { return block_bins * acc_bytes; }, plan);
 }
 
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,

@@ -220,11 +220,20 @@ inline bool planner_takes(const TierContext& ctx) {
 
 // Counts only. The forced cluster size, or kExchangeSmallCluster blocks where that keeps at most kExchangeBlockBins
 // bins a block, else kMaxClusterSize (measured: tuning.h); failing those, the smallest that holds the bins.
-inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
+static_assert(kExchangeAutoMinBins == 232449 && kExchangeAutoMaxBins == 640000 &&
+                  kExchangeAutoMinElements == (int64_t(1) << 23),
+              "kNotChosen states kExchangeAutoMinBins, kExchangeAutoMaxBins and kExchangeAutoMinElements");
+constexpr const char* kNotChosen =
+    "the planner takes tier 'exchange' only for counts of integer input by value at 232449-640000 bins, 2^23 elements "
+    "or more";
+constexpr const char* kCountsOnly =
+    "tier 'exchange' adds counts only: weighted sums (deterministic or not) take another tier";
+
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan) {
   const PlanRequest& request = ctx.request;
-  if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
-  if (request.acc != AccKind::kCount) return PlanStatus::kExchangeCountsOnly;
-  if (automatic && !planner_takes(ctx)) return PlanStatus::kExchangeNotChosen;
+  if (!ctx.cluster_code) return PlanStatus::declines(kClusterUnavailable);
+  if (request.acc != AccKind::kCount) return PlanStatus::declines(kCountsOnly);
+  if (automatic && !planner_takes(ctx)) return PlanStatus::declines(kNotChosen);
   int sizes[kMaxClusterSize + 2];
   int count = 0;
   if (request.forced_cluster_size > 0) {
@@ -237,7 +246,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   const detail::exchange::Layout layout = layout_for(request.input_type);
   return fit_first_cluster_size(
       ctx, Tier::kExchange, sizes, /*replicas=*/nullptr, count, kExchangeThreads, detail::exchange::kMaxBlockBins,
-      [&layout](int64_t block_bins) { return layout.shared_bytes(block_bins); }, plan, cuda_error);
+      [&layout](int64_t block_bins) { return layout.shared_bytes(block_bins); }, plan);
 }
 
 // The most specialised body that runs the call (its kernel exists for integer input counted by value).

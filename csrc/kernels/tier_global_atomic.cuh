@@ -81,13 +81,13 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
 
 // Fits any bin count: the output is the only state, beside a cache of hot bins per block (HotBinCache): a tag and a
 // sum of the accumulator per slot.
-inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
+inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan* plan) {
   plan->tier = Tier::kGlobal;
   plan->cluster_size = 1;
   plan->threads = kGlobalThreads;
   plan->bins_per_block = 0;
   plan->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(ctx.request.acc));
-  return PlanStatus::kOk;
+  return PlanStatus::fits();
 }
 
 // The kernel variant (TierKernelVariants) of the weighted float sums' claim-on-repeat body.

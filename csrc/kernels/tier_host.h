@@ -19,22 +19,24 @@ struct TierContext {
   const DeviceCaps& caps;
   const KernelSet& kernels;
   bool cluster_code;
+
+  static TierContext of(const PreparedCall& call) {
+    return TierContext{call.request, call.caps, call.kernels, call.cluster_code};
+  }
 };
 
-// How one tier kernel runs over the work items: segments per row, grid, block size, cluster dims, and whether each
-// output row is owned (and stored) by one block or cluster.
-struct LaunchShape {
-  int64_t segments = 1;
-  int64_t grid = 1;  // blocks (for a cluster launch: a multiple of cluster_dim)
-  int threads = kBlockThreads;
-  int cluster_dim = 0;  // > 0: launch as clusters of this many blocks
-  bool store_rows = false;
-  bool flush_each_item = false;
-  bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
-  bool tally_byte_values = false;     // tier "shared", 1-byte counts: tallies per byte value (HistogramParams)
-  int64_t shared_bytes = 0;           // dynamic shared memory per block: the plan's, unless the tier's shape changes it
-  int kernel_variant = 0;  // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
-};
+// The refusals several tiers share (each tier's own are in its unit).
+constexpr const char* kClusterUnavailable =
+    "tiers 'cluster' and 'cluster_dsmem' need a device of compute capability 9.0+ and an extension built with sm_90 "
+    "code (TORCH_CUDA_ARCH_LIST including 9.0)";
+constexpr const char* kClusterTooSmall =
+    "a cluster tier cannot hold these bins: they do not fit the shared memory of any launchable cluster";
+constexpr const char* kClusterSizeUnsupported =
+    "the forced cluster size cannot be launched on this device with the shared memory these bins need";
+static_assert(kFewElementsPerBin == 32 && kFewElementsMinBins == 16384,
+              "kFewElementsPerBinRefusal states kFewElementsPerBin and kFewElementsMinBins");
+constexpr const char* kFewElementsPerBinRefusal =
+    "the planner takes tier 'global' for 16384 bins or more with fewer than 32 elements per bin";
 
 // A tier's kernels past its first (`kernel`, variant 0). A unit whose kernel has bodies specialised for common calls
 // gives each its own kernel, so that each gets the registers it needs alone, by specialising this for its Tier: add
@@ -76,7 +78,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 template <typename BlockBytes>
 inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, const int* sizes, const int* replicas,
                                          int count, int threads, int64_t max_block_bins, BlockBytes block_bytes,
-                                         HistogramPlan* plan, cudaError_t* cuda_error) {
+                                         HistogramPlan* plan) {
   const PlanRequest& request = ctx.request;
   const int launchable = request.max_cluster_size > 0 ? request.max_cluster_size : kMaxClusterSize;
   bool fitted = false;
@@ -89,9 +91,9 @@ inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, cons
     fitted = true;
     if (size > launchable) continue;
     int resident = 0;
-    *cuda_error =
+    const cudaError_t err =
         max_active_clusters(ctx.kernels.tier_kernel(tier), request.device, ctx.caps, size, threads, bytes, &resident);
-    if (*cuda_error != cudaSuccess) return PlanStatus::kCudaError;
+    if (err != cudaSuccess) return PlanStatus::query_failed(err);
     if (resident < 1) continue;
     plan->tier = tier;
     plan->cluster_size = size;
@@ -99,10 +101,10 @@ inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, cons
     plan->threads = threads;
     plan->bins_per_block = block_bins;
     plan->shared_bytes = bytes;
-    return PlanStatus::kOk;
+    return PlanStatus::fits();
   }
-  if (!fitted) return PlanStatus::kClusterTooSmall;
-  return request.forced_cluster_size > 0 ? PlanStatus::kClusterSizeUnsupported : PlanStatus::kClusterTooSmall;
+  const bool size_refused = fitted && request.forced_cluster_size > 0;
+  return PlanStatus::declines(size_refused ? kClusterSizeUnsupported : kClusterTooSmall);
 }
 
 inline int64_t ceil_pow2(int64_t x) {

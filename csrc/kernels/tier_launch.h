@@ -8,14 +8,13 @@
 
 namespace dsmhist {
 
-// Shapes and launches the planned tier with the kernels of `acc` on `stream`. `may_store`: the tier may store whole
-// output rows instead of adding into them; `zero_unstored_output`: zero the output first unless the shape stores it.
-cudaError_t run_planned_tier(const HistogramParams& p, const PlanRequest& request, const DeviceCaps& caps,
-                             const HistogramPlan& plan, AccKind acc, bool may_store, bool zero_unstored_output,
-                             cudaStream_t stream);
+// Shapes and launches the call's planned tier with the kernels of `acc` (a pass of its own, not the call's prepared
+// one) on `stream`. `may_store`: the tier may store whole output rows instead of adding into them;
+// `zero_unstored_output`: zero the output first unless the shape stores it.
+cudaError_t run_planned_tier(const HistogramParams& p, const PreparedCall& call, AccKind acc, bool may_store,
+                             bool zero_unstored_output, cudaStream_t stream);
 
 // The deterministic weighted sum (AccKind::kFixed): fixed_point.cu.
-cudaError_t launch_fixed_point_histogram(const HistogramParams& p, const PlanRequest& request,
-                                         const HistogramPlan& plan, const DeviceCaps& caps, cudaStream_t stream);
+cudaError_t launch_fixed_point_histogram(const HistogramParams& p, const PreparedCall& call, cudaStream_t stream);
 
 }  // namespace dsmhist

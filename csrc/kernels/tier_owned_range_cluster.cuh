@@ -117,18 +117,18 @@ inline int64_t block_bytes(AccKind acc, int64_t block_bins) {
 // only up to kClusterAutoMaxBlocks blocks' worth of bins for counts (bins one block holds: kClusterReplicas blocks
 // that keep them all), kClusterAutoMaxBlocksForSums (1: never past tier shared) for sums, where it beats the other
 // tiers (tuning.h).
-inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error) {
-  if (!ctx.cluster_code) return PlanStatus::kClusterUnavailable;
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan) {
+  if (!ctx.cluster_code) return PlanStatus::declines(kClusterUnavailable);
   const AccKind acc = ctx.request.acc;
   // 8 packed counts a 16-byte vector (116224 on an H100), else the accumulators that fit.
   const int64_t block_capacity =
       packs_counts(acc) ? ctx.caps.shared_optin / 16 * 8 : ctx.caps.shared_optin / accumulator_bytes(acc);
   const int64_t auto_max_blocks = packs_counts(acc) ? kClusterAutoMaxBlocks : kClusterAutoMaxBlocksForSums;
-  if (automatic && ctx.request.bins > auto_max_blocks * block_capacity) return PlanStatus::kClusterTooSmall;
-  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::kFewElementsPerBin;
+  if (automatic && ctx.request.bins > auto_max_blocks * block_capacity) return PlanStatus::declines(kClusterTooSmall);
+  if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::declines(kFewElementsPerBinRefusal);
   return detail::fit_cluster(
       ctx, Tier::kCluster, /*smallest=*/packs_counts(acc) ? 1 : 2, packs_counts(acc) ? kClusterReplicas : 1,
-      [acc](int64_t block_bins) { return block_bytes(acc, block_bins); }, plan, cuda_error);
+      [acc](int64_t block_bins) { return block_bytes(acc, block_bins); }, plan);
 }
 
 // Packed counts add into the output at every sweep, so they never store a row whole; their work items are worth a

@@ -47,12 +47,21 @@ inline int64_t auto_min_bins(const TierContext& ctx) { return ctx.cluster_code ?
 
 // The planner takes it for counts past auto_min_bins with kPartitionAutoMinElements elements or more a histogram
 // (measured: tuning.h); forced, for any call it holds.
-inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* /*cuda_error*/) {
+static_assert(kPartitionAutoMinBins == 232448 && kPartitionAutoMinElements == (int64_t(1) << 23),
+              "kNotChosen states kPartitionAutoMinBins and kPartitionAutoMinElements");
+constexpr const char* kNotChosen =
+    "the planner takes tier 'partition' only for counts past 232448 bins (where the cluster tiers run; else past tier "
+    "'shared'), 2^23 elements or more";
+constexpr const char* kTooManyBins =
+    "tier 'partition' holds at most 33521664 bins per row for counts and float32 sums, 16760832 for float64 and "
+    "deterministic sums";
+
+inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* plan) {
   const AccKind acc = ctx.request.acc;
-  if (ctx.request.bins > max_bins(acc)) return PlanStatus::kPartitionTooManyBins;
+  if (ctx.request.bins > max_bins(acc)) return PlanStatus::declines(kTooManyBins);
   if (automatic && (acc != AccKind::kCount || ctx.request.bins <= auto_min_bins(ctx) ||
                     ctx.request.elements_per_histogram < kPartitionAutoMinElements)) {
-    return PlanStatus::kPartitionNotChosen;
+    return PlanStatus::declines(kNotChosen);
   }
   const int shift = chunk_shift_for(acc);
   plan->tier = Tier::kPartition;
@@ -60,7 +69,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   plan->threads = kPartitionCountThreads;
   plan->bins_per_block = int64_t(1) << shift;
   plan->shared_bytes = kCountScratchBytes + (int64_t(1) << shift) * accumulator_bytes(acc);
-  return PlanStatus::kOk;
+  return PlanStatus::fits();
 }
 
 // How a call is cut into slices, and where a slice's parts lie in the workspace.

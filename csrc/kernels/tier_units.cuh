@@ -26,7 +26,7 @@ namespace dsmhist {
 //   shape: how a planned call runs: segments, grid, block and cluster size, stores (called before every launch).
 //   custom: the tier's own launch and workspace (CustomLaunch, tier_host.h), or none.
 struct TierUnit {
-  PlanStatus (*fit)(const TierContext& ctx, bool automatic, HistogramPlan* plan, cudaError_t* cuda_error);
+  PlanStatus (*fit)(const TierContext& ctx, bool automatic, HistogramPlan* plan);
   cudaError_t (*shape)(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
                        bool may_store, LaunchShape* shape);
   CustomLaunch custom;
