@@ -97,8 +97,9 @@ EdgesArgs check_edges_args(const char* op, const TensorFacts& input, const EdgeF
   const TensorFacts flat_bins{at::kInt, flat_shape, input.device};
   args.count = check_histogram_args(op, flat_bins, args.total_bins > 0 ? args.total_bins : 1, std::nullopt,
                                     std::nullopt, flat_weight, out_of_range, dtype);
-  args.clamp = args.count.clamp;
-  args.count.clamp = false;  // the flat bins mark dropped points with -1, which a clamp would count in bin 0
+  args.out_of_range = args.count.out_of_range;
+  // The flat bins mark dropped points with -1, which a clamp would count in bin 0.
+  args.count.out_of_range = OutOfRange::kIgnore;
   return args;
 }
 
@@ -179,7 +180,7 @@ EdgeBinParams make_edge_bin_params(const EdgesArgs& args, const at::Tensor& inpu
   p.point_stride = input2d.stride(0);
   p.dim_stride = input2d.stride(1);
   p.dims = static_cast<int32_t>(args.dims);
-  p.clamp = args.clamp;
+  p.out_of_range = args.out_of_range;
   p.edges = edge_buffer->const_data_ptr();
   p.double_edges = args.edge_dtype == at::kDouble;
   int64_t stride = 1;

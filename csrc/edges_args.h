@@ -15,11 +15,11 @@ namespace dsmhist {
 
 // The validated meaning of an edges call.
 struct EdgesArgs {
-  const char* op = "";     // the op's name, for messages
-  HistogramArgs count;     // the counting stage: int32 flat bins in index mode, never clamped
-  bool clamp = false;      // out_of_range of the binning stage
-  int64_t dims = 0;        // D
-  int64_t total_bins = 0;  // product of every dim's bins (may be 0)
+  const char* op = "";                            // the op's name, for messages
+  HistogramArgs count;                            // the counting stage: int32 flat bins in index mode, never clamped
+  OutOfRange out_of_range = OutOfRange::kIgnore;  // the binning stage's
+  int64_t dims = 0;                               // D
+  int64_t total_bins = 0;                         // product of every dim's bins (may be 0)
   // histogramdd of [..., N, D], or histogram_edges with per-row edges (edges [..., B + 1], input [..., N]): the
   // product of the leading dims, one histogram each (1 without them).
   bool per_row = false;

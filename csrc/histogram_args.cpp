@@ -82,9 +82,9 @@ HistogramArgs check_histogram_args(const char* op, const TensorFacts& input, int
                     "per leading index), got a 0-d tensor");
 
   if (out_of_range == "ignore") {
-    args.clamp = false;
+    args.out_of_range = OutOfRange::kIgnore;
   } else if (out_of_range == "clamp") {
-    args.clamp = true;
+    args.out_of_range = OutOfRange::kClamp;
   } else {
     TORCH_CHECK_VALUE(false, op, ": out_of_range must be \"ignore\" or \"clamp\", got \"", std::string(out_of_range),
                       "\"");
@@ -357,7 +357,7 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
   p.output_type = args.output_type;
   p.bins = bins;
   p.mode = args.mode;
-  p.clamp = args.clamp;
+  p.out_of_range = args.out_of_range;
   p.lo = args.lo;
   p.hi = args.hi;
   p.output_row_stride = batched ? bins : 0;

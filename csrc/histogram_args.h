@@ -40,7 +40,7 @@ at::Tensor allocate_named(const char* op, const std::string& what, c10::IntArray
 struct HistogramArgs {
   InputType input_type = InputType::kInt64;
   BinMode mode = BinMode::kIndex;
-  bool clamp = false;
+  OutOfRange out_of_range = OutOfRange::kIgnore;
   bool data_range = false;  // floating input without min/max: the range comes from the data
   double lo = 0.0, hi = 0.0;
   WeightType weight_type = WeightType::kNone;

@@ -186,7 +186,7 @@ template <typename T>
 struct Binner {
   using C = compute_t<T>;
   BinMode mode;
-  bool clamp;
+  OutOfRange out_of_range;
   int64_t bins;
   // min(bins, 2^31): an input of at most 32 bits is a bin index exactly when, cast to uint32, it is below this.
   uint32_t narrow_bins;
@@ -196,7 +196,7 @@ struct Binner {
 
   DSMHIST_HD explicit Binner(const HistogramParams& p)
       : mode(p.mode),
-        clamp(p.clamp),
+        out_of_range(p.out_of_range),
         bins(p.bins),
         narrow_bins(static_cast<uint32_t>(p.bins < (int64_t(1) << 31) ? p.bins : (int64_t(1) << 31))) {
     double range_lo = p.lo, range_hi = p.hi;
@@ -253,7 +253,7 @@ struct Binner {
       if (mode == BinMode::kIndex) {
         const int64_t v = static_cast<int64_t>(value);
         if (is_bin_index(value, narrow_bins, bins)) return v;
-        if (!clamp) return -1;
+        if (out_of_range != OutOfRange::kClamp) return -1;
         return v < 0 ? 0 : bins - 1;
       }
     }
@@ -263,9 +263,27 @@ struct Binner {
       const C scaled = quotient((x * scale - scaled_lo) * fbins);
       return scaled < fbins ? static_cast<int64_t>(scaled) : bins - 1;
     }
-    if (!clamp || x != x) return -1;  // NaN is always dropped
+    if (out_of_range != OutOfRange::kClamp || x != x) return -1;  // NaN is always dropped
     return x < lo ? 0 : bins - 1;
   }
 };
+
+// The Binner's by-value rule in the narrow width of T, for the fast paths that key integer input by value without its
+// 64-bit bin (tiers cluster, exchange and partition; bins < 2^31): `value`'s bin as an unsigned number, at least bins
+// exactly where the value is dropped (kIgnore: a negative value wraps to a large one), or with kClamp first clamped
+// to [0, last_bin]. A new out_of_range mode is a case here and in Binner::operator().
+template <typename T>
+using narrow_signed_t = std::conditional_t<(sizeof(T) > 4), int64_t, int32_t>;
+
+template <OutOfRange kOutOfRange, typename T>
+DSMHIST_HD std::make_unsigned_t<narrow_signed_t<T>> value_bin(T value, narrow_signed_t<T> last_bin) {
+  static_assert(std::is_integral<T>::value, "by value: integer input");
+  static_assert(std::is_signed<T>::value || sizeof(T) < sizeof(narrow_signed_t<T>), "every value keeps its sign");
+  static_assert(kOutOfRange == OutOfRange::kIgnore || kOutOfRange == OutOfRange::kClamp, "a rule for each mode");
+  using S = narrow_signed_t<T>;
+  S v = static_cast<S>(value);
+  if constexpr (kOutOfRange == OutOfRange::kClamp) v = v < S(0) ? S(0) : (v > last_bin ? last_bin : v);
+  return static_cast<std::make_unsigned_t<S>>(v);
+}
 
 }  // namespace dsmhist

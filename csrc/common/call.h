@@ -12,6 +12,11 @@ namespace dsmhist {
 enum class WeightType : int32_t { kNone, kFloat16, kBFloat16, kFloat32, kFloat64 };
 enum class OutputType : int32_t { kInt32, kInt64, kFloat32, kFloat64 };
 
+// What happens to a value outside the bins (the ops' out_of_range): kIgnore drops it, kClamp counts it in the first or
+// last bin (NaN is always dropped). The rule is the Binner's and its keys' (binning.h), and edge_bin_outside's
+// (edge_binning.h).
+enum class OutOfRange : int32_t { kIgnore, kClamp };
+
 // kIndex: integer input, bin = value (torch.bincount). kRange: equal-width bins over [lo, hi] (torch.histc).
 enum class BinMode : int32_t { kIndex, kRange };
 
@@ -90,7 +95,7 @@ struct HistogramParams : InputDescription {
   OutputType output_type = OutputType::kInt64;
   int64_t bins = 0;
   BinMode mode = BinMode::kIndex;
-  bool clamp = false;         // out_of_range == "clamp": values outside the bins count in the first / last bin
+  OutOfRange out_of_range = OutOfRange::kIgnore;
   double lo = 0.0, hi = 0.0;  // the range for kRange, unless device_range is set
   // When set, the range is the data's finite min and max, written here on the device by the range pass (or merged
   // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_data_range.
@@ -99,24 +104,6 @@ struct HistogramParams : InputDescription {
   int64_t output_row_stride = 0;
   bool accumulate = false;  // add to the output's values (histogram_add_) instead of replacing them
 
-  // Set by the launcher: every output row is counted by exactly one block (or cluster), which stores all its bins
-  // (no zeroing of the output beforehand, no atomics into it).
-  bool store_rows = false;
-  // Set by the launcher: flush a block's bins after every item, not only when the output row changes, so no 32-bit
-  // shared-memory count can wrap however many elements one block sees (only huge or stride-0 inputs need it).
-  bool flush_each_item = false;
-  // Set by the launcher, tier "shared" only (its small-call path): the grid is one cluster whose blocks each count a
-  // part of one 1-D histogram into block-private bins; at the end each block sums a share of the bins over every
-  // block's shared memory (DSMEM) and stores it, so a small call is one launch with no zeroing of the output.
-  bool reduce_through_dsmem = false;
-  // Set by the launcher, tier "shared" only: a 1-byte input is counted per byte value into lane-striped tallies
-  // (kByteTallyBytes of shared memory before the bins), which each flush bins into the block's bins first.
-  bool tally_byte_values = false;
-  // Cluster tiers only: how many consecutive bins each block of a cluster owns.
-  int64_t bins_per_block = 0;
-  // Tier cluster only: how many blocks of a cluster own the same bins (consecutive ranks), each counting a share of
-  // every item's elements; their counts are summed through DSMEM at each flush. 1 elsewhere.
-  int64_t cluster_replicas = 1;
   DeterministicScratch deterministic;
   // Device workspace of the planned tier (PreparedCall::workspace_bytes, kernels.h), from the caller; most need none.
   void* workspace = nullptr;

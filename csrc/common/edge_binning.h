@@ -34,7 +34,7 @@ struct EdgeBinParams {
   int64_t points = 0;
   int64_t point_stride = 0, dim_stride = 0;  // in elements
   int32_t dims = 0;
-  bool clamp = false;           // out_of_range == "clamp": a coordinate outside goes to the first / last bin
+  OutOfRange out_of_range = OutOfRange::kIgnore;  // for a coordinate outside its edges
   const void* edges = nullptr;  // every dim's edges, concatenated, as edge_t of the input type (contiguous)
   bool double_edges = false;    // edges are double (else float): must agree with edge_t
   int64_t edge_offset[kMaxEdgeDims + 1] = {};  // dim d's edges are edges[edge_offset[d], edge_offset[d + 1])
@@ -80,10 +80,10 @@ struct NotDeduced {
 };
 
 // The two halves of edge_bin's rule (the fused CUDA kernel applies them to a search of its own): the bin of an x
-// outside [e_0, e_last] or NaN (-1, or with clamp the first / last bin; NaN is always -1) ...
+// outside [e_0, e_last] or NaN (-1, or clamped the first / last bin; NaN is always -1) ...
 template <typename E, typename I>
-DSMHIST_HD I edge_bin_outside(E x, E first, I count, bool clamp) {
-  if (!clamp || x != x) return -1;
+DSMHIST_HD I edge_bin_outside(E x, E first, I count, OutOfRange out_of_range) {
+  if (out_of_range != OutOfRange::kClamp || x != x) return -1;
   return x < first ? 0 : count - 2;
 }
 
@@ -95,13 +95,13 @@ DSMHIST_HD I edge_bin_inside(I upper_bound, I count) {
 }
 
 // x's bin among `count` edges (count - 1 bins; count >= 2): bin i is [e_i, e_{i+1}), the last bin closed. Outside
-// [e_0, e_last] (or NaN): -1, or with clamp the first / last bin (NaN is always -1). The answer is searched for in
+// [e_0, e_last] (or NaN): -1, or clamped the first / last bin (NaN is always -1). The answer is searched for in
 // [search_lo, search_hi), which must hold upper_bound(x) (0 and count: the whole range). Always in [-1, count - 2].
 template <typename E, typename I>
 DSMHIST_HD I edge_bin(E x, const E* edges, I count, typename NotDeduced<I>::type search_lo,
-                      typename NotDeduced<I>::type search_hi, bool clamp) {
+                      typename NotDeduced<I>::type search_hi, OutOfRange out_of_range) {
   const E first = edges[0], last = edges[count - 1];
-  if (!(x >= first && x <= last)) return edge_bin_outside<E, I>(x, first, count, clamp);
+  if (!(x >= first && x <= last)) return edge_bin_outside<E, I>(x, first, count, out_of_range);
   return edge_bin_inside<I>(upper_bound_between<E, I>(edges, search_lo, search_hi, x), count);
 }
 
@@ -122,9 +122,9 @@ DSMHIST_HD int32_t edge_cell(E x, E first, E cells_per_unit, int32_t cells) {
 // quantiles of smooth data) need two comparisons instead of log2(count). bins_per_unit = (count - 1) / (e_last - e_0)
 // in E (0 or non-finite for degenerate edges: the guess is then clamped, and the check still decides).
 template <typename E>
-DSMHIST_HD int64_t edge_bin_guessed(E x, const E* edges, int64_t count, E bins_per_unit, bool clamp) {
+DSMHIST_HD int64_t edge_bin_guessed(E x, const E* edges, int64_t count, E bins_per_unit, OutOfRange out_of_range) {
   const E first = edges[0], last = edges[count - 1];
-  if (!(x >= first && x <= last)) return edge_bin(x, edges, count, 0, count, clamp);
+  if (!(x >= first && x <= last)) return edge_bin(x, edges, count, 0, count, out_of_range);
   const int64_t top = count - 2;  // the last bin
   // The bins as cells of a uniform grid over [e_0, e_last]: the cell is the guess (count - 1 < 2^31 bins).
   const int64_t guess = edge_cell(x, first, bins_per_unit, static_cast<int32_t>(count - 1));
@@ -132,7 +132,7 @@ DSMHIST_HD int64_t edge_bin_guessed(E x, const E* edges, int64_t count, E bins_p
     const int64_t b = step == 0 ? guess : (step == 1 ? guess - 1 : guess + 1);
     if (b >= 0 && b <= top && edges[b] <= x && x < edges[b + 1]) return b;
   }
-  return edge_bin(x, edges, count, 0, count, clamp);
+  return edge_bin(x, edges, count, 0, count, out_of_range);
 }
 
 }  // namespace dsmhist

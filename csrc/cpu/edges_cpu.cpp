@@ -35,9 +35,9 @@ struct CellTable {
     for (int32_t c = 1; c <= cells; ++c) below[c] += below[c - 1];
   }
 
-  int64_t bin(E x, const E* edges, int64_t count, bool clamp) const {
+  int64_t bin(E x, const E* edges, int64_t count, OutOfRange out_of_range) const {
     const int32_t c = edge_cell(x, edges[0], cells_per_unit, cells);
-    return edge_bin(x, edges, count, int64_t{below[c]}, int64_t{below[c + 1]}, clamp);
+    return edge_bin(x, edges, count, int64_t{below[c]}, int64_t{below[c + 1]}, out_of_range);
   }
 };
 
@@ -73,13 +73,14 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const E* dim_edges = edges + p.edge_offset[d];
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d], stride = p.point_stride;
         const E per_unit = bins_per_unit[d];
-        const bool guessed = guess[d], clamp = p.clamp;
+        const bool guessed = guess[d];
+        const OutOfRange out_of_range = p.out_of_range;
         const CellTable<E>& table = tables[d];
         int32_t* out = p.out + d * p.out_dim_stride;
         for (int64_t i = begin; i < end; ++i) {
           const E x = static_cast<E>(to_compute(values[i * stride]));
-          const int64_t bin =
-              guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, clamp) : table.bin(x, dim_edges, count, clamp);
+          const int64_t bin = guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, out_of_range)
+                                      : table.bin(x, dim_edges, count, out_of_range);
           out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
         }
       }
@@ -94,8 +95,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const E x = static_cast<E>(to_compute(point[d * p.dim_stride]));
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
         const E* dim_edges = edges + p.edge_offset[d];
-        const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.clamp)
-                                     : tables[d].bin(x, dim_edges, count, p.clamp);
+        const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.out_of_range)
+                                     : tables[d].bin(x, dim_edges, count, p.out_of_range);
         if (bin < 0) {
           flat = kDroppedPoint;
           break;

@@ -13,16 +13,25 @@
 namespace dsmhist {
 namespace detail {
 
+// The cluster tiers' launch arguments (shape_cluster's).
+struct ClusterLaunch {
+  Flushing flushing;
+  int64_t bins_per_block = 0;  // consecutive bins each block of a cluster owns (the plan's)
+  // Tier cluster only: how many blocks of a cluster own the same bins (consecutive ranks), each counting a share of
+  // every item's elements; their counts are summed through DSMEM at each flush. 1 elsewhere.
+  int64_t replicas = 1;
+};
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// The bins this block of its cluster owns: [first, first + owned), p.bins_per_block of them (the last range fewer,
-// or none), kept from bins[0]; p.cluster_replicas consecutive blocks own each range. Cluster capacity is far below
+// The bins this block of its cluster owns: [first, first + owned), launch.bins_per_block of them (the last range
+// fewer, or none), kept from bins[0]; launch.replicas consecutive blocks own each range. Cluster capacity is far below
 // 2^31 bins, so the per-block arithmetic fits 32 bits.
 template <typename Acc>
 struct ClusterSlice {
   Acc* bins;
   uint32_t cluster_size;
   uint32_t per_block;
-  uint32_t replicas;  // blocks that own this range (p.cluster_replicas)
+  uint32_t replicas;  // blocks that own this range (ClusterLaunch::replicas)
   uint32_t replica;   // this block's place among them
   int64_t first;
   int64_t owned;
@@ -31,12 +40,12 @@ struct ClusterSlice {
 // The bins this block of its cluster owns (not zeroed: cluster_slice zeroes them).
 template <typename Acc>
 __device__ __forceinline__ ClusterSlice<Acc> owned_slice(const cooperative_groups::cluster_group& cluster,
-                                                         const HistogramParams& p) {
+                                                         const HistogramParams& p, const ClusterLaunch& launch) {
   ClusterSlice<Acc> slice;
   slice.bins = shared_bins<Acc>();
   slice.cluster_size = cluster.num_blocks();
-  slice.per_block = static_cast<uint32_t>(p.bins_per_block);
-  slice.replicas = static_cast<uint32_t>(p.cluster_replicas);
+  slice.per_block = static_cast<uint32_t>(launch.bins_per_block);
+  slice.replicas = static_cast<uint32_t>(launch.replicas);
   slice.replica = cluster.block_rank() % slice.replicas;
   slice.first = int64_t(cluster.block_rank() / slice.replicas) * slice.per_block;
   slice.owned =
@@ -48,8 +57,8 @@ __device__ __forceinline__ ClusterSlice<Acc> owned_slice(const cooperative_group
 // puts the barrier after it that its adds need (a block barrier for local adds, a cluster barrier for remote ones).
 template <typename Acc>
 __device__ __forceinline__ ClusterSlice<Acc> cluster_slice(const cooperative_groups::cluster_group& cluster,
-                                                           const HistogramParams& p) {
-  const ClusterSlice<Acc> slice = owned_slice<Acc>(cluster, p);
+                                                           const HistogramParams& p, const ClusterLaunch& launch) {
+  const ClusterSlice<Acc> slice = owned_slice<Acc>(cluster, p, launch);
   zero_bins(slice.bins, slice.owned);
   return slice;
 }
@@ -99,8 +108,13 @@ inline cudaError_t shape_cluster(const HistogramParams& p, const TierContext& ct
   if (err != cudaSuccess) return err;
   shape_items(p, resident, std::max<int64_t>(readers * plan.threads * kMinElementsPerThread, 2 * item_bins), shape);
   shape->grid *= plan.cluster_size;
-  settle_flushes_and_stores(p, shape->grid / plan.cluster_size, acc, may_store, shape);
+  settle_flushes_and_stores(p, shape->grid / plan.cluster_size, acc, may_store, /*one_cluster_sums=*/false, shape);
   shape->cluster_dim = plan.cluster_size;
+  ClusterLaunch launch;
+  launch.flushing = shape->flushing;
+  launch.bins_per_block = plan.bins_per_block;
+  launch.replicas = plan.replicas;
+  shape->args.set(launch);
   return cudaSuccess;
 }
 

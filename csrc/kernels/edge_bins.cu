@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(kEdgeBinThreads) edge_bin_kernel(EdgeBinParams
       const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
       const int32_t cell = edge_cell(x, s.first_edge[d], s.cells_per_unit[d], shape.cells[d]);
       const int32_t* dim_table = s.table + shape.table_offset[d];
-      const int64_t bin = edge_bin<E, int64_t>(x, dim_edges, count, dim_table[cell], dim_table[cell + 1], p.clamp);
+      const int64_t bin =
+          edge_bin<E, int64_t>(x, dim_edges, count, dim_table[cell], dim_table[cell + 1], p.out_of_range);
       if (p.each_dim_alone) {
         p.out[d * p.out_dim_stride + i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
         continue;

@@ -91,7 +91,7 @@ __device__ __forceinline__ void add_to_output(const EdgeCountParams& c, int64_t 
 // its first edge searches the rest of the cell.
 template <typename E>
 __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* edges, const CellEntry<E>* entries,
-                                                 bool clamp, E x) {
+                                                 OutOfRange out_of_range, E x) {
   const CellEntry<E> entry = entries[d.table_begin + fused_cell(x, d)];
   const int32_t lo = static_cast<int32_t>(entry.span & 0xffffffu);
   const int32_t in_cell = static_cast<int32_t>(entry.span >> 24);
@@ -103,7 +103,7 @@ __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* 
   }
   const bool inside = x >= d.first && x <= d.last;
   return inside ? edge_bin_inside<int32_t>(above, d.edge_count)
-                : edge_bin_outside<E, int32_t>(x, d.first, d.edge_count, clamp);
+                : edge_bin_outside<E, int32_t>(x, d.first, d.edge_count, out_of_range);
 }
 
 // The fused kernel's per-block state: the staged edges and tables, where its adds go, and what it counts.
@@ -131,7 +131,7 @@ struct FusedCounter {
     for (int d = 0; d < dims; ++d) {
       const DimFacts<E>& facts_d = kDims > 0 ? kept[d] : facts[d];
       const E value = kDims > 0 ? x[d] : static_cast<E>(to_compute(point[d * p.dim_stride]));
-      const int32_t bin = fused_dim_bin<E>(facts_d, edges, table, p.clamp, value);
+      const int32_t bin = fused_dim_bin<E>(facts_d, edges, table, p.out_of_range, value);
       if (bin < 0) return kDroppedPoint;
       flat += bin * facts_d.flat_stride;
       if constexpr (kMode == FusedMode::kOwned) {

@@ -219,22 +219,16 @@ struct BinnerKeys {
   }
 };
 
-// The same for integer input binned by value, with the clamp known at compile time and no 64-bit bin: dropped
-// (kClamp false), the binner's one unsigned compare (is_bin_index); clamped, a value below the bins counts in bin 0
-// and one above in the last, as the binner clamps.
-template <typename T, bool kClamp = false>
+// The same for integer input binned by value, with out_of_range known at compile time and no 64-bit bin: the
+// binner's rule as value_bin (binning.h) has it, dropped one unsigned compare, clamped a clamp.
+template <typename T, OutOfRange kOutOfRange = OutOfRange::kIgnore>
 struct ValueKeys {
   uint32_t bins;  // below 2^20 (kKeyBits)
   __device__ explicit ValueKeys(const HistogramParams& p) : bins(static_cast<uint32_t>(p.bins)) {}
   __device__ __forceinline__ uint32_t operator()(T value) const {
-    if constexpr (kClamp) {
-      if constexpr (std::is_signed<T>::value) {
-        if (value < T{0}) return 0u;
-      }
-      return is_bin_index(value, bins, bins) ? static_cast<uint32_t>(value) : bins - 1u;
-    } else {
-      return is_bin_index(value, bins, bins) ? static_cast<uint32_t>(value) : kNoKey;
-    }
+    const auto bin = value_bin<kOutOfRange>(value, static_cast<narrow_signed_t<T>>(bins) - 1);
+    if constexpr (kOutOfRange == OutOfRange::kClamp) return static_cast<uint32_t>(bin);
+    return bin < bins ? static_cast<uint32_t>(bin) : kNoKey;
   }
 };
 

@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "../common/binning.h"
 #include "../common/call.h"
@@ -63,7 +65,7 @@ struct HistogramPlan {
   int cluster_size = 1;
   int threads = 0;
   int64_t bins_per_block = 0;  // bins each block keeps in shared memory (0 for the global tier)
-  int replicas = 1;            // tier cluster: blocks of a cluster that keep the same bins (HistogramParams)
+  int replicas = 1;            // tier cluster: blocks of a cluster that keep the same bins (ClusterLaunch)
   int64_t shared_bytes = 0;    // dynamic shared memory per block
 };
 
@@ -79,19 +81,42 @@ struct PlanStatus {
   static PlanStatus query_failed(cudaError_t err) { return PlanStatus{err, nullptr}; }
 };
 
+// How a kernel's workers (blocks, or clusters) flush their shared-memory bins: settle_flushes_and_stores (tier_host.h)
+// decides; the traversal reads it (traversal.cuh). Part of the launch arguments of every tier with such bins.
+struct Flushing {
+  // Every output row is counted by exactly one worker, which stores all its bins (no zeroing of the output
+  // beforehand, no atomics into it).
+  bool store_rows = false;
+  // Flush a worker's bins after every item, not only when the output row changes, so no 32-bit shared-memory count
+  // can wrap however many elements one worker sees (only huge or stride-0 inputs need it).
+  bool flush_each_item = false;
+};
+
+// A tier kernel's second parameter, its launch arguments: the tier's own struct (each unit defines `Launch`), which
+// its shape function writes here (set) and the launcher passes as it is.
+struct TierArgs {
+  static constexpr size_t kBytes = 32;
+  alignas(8) unsigned char bytes[kBytes] = {};
+
+  template <typename Launch>
+  void set(const Launch& launch) {
+    static_assert(sizeof(Launch) <= kBytes && alignof(Launch) <= 8, "a tier's launch arguments fit TierArgs");
+    static_assert(std::is_trivially_copyable<Launch>::value, "a kernel parameter is copied byte for byte");
+    std::memcpy(bytes, &launch, sizeof(Launch));
+  }
+};
+
 // What a planned call launches (its tier's shape function's answer): work items per row, grid, block size, cluster
-// dims, and how its tier's kernel runs them (tier_host.h says what each field means to the tiers).
+// dims, shared memory, which of the tier's kernels, and that kernel's launch arguments.
 struct LaunchShape {
   int64_t segments = 1;
   int64_t grid = 1;  // blocks (for a cluster launch: a multiple of cluster_dim)
   int threads = kBlockThreads;
-  int cluster_dim = 0;  // > 0: launch as clusters of this many blocks
-  bool store_rows = false;
-  bool flush_each_item = false;
-  bool reduce_through_dsmem = false;  // tier "shared", small calls: the grid is one cluster summing through DSMEM
-  bool tally_byte_values = false;     // tier "shared", 1-byte counts: tallies per byte value (HistogramParams)
-  int64_t shared_bytes = 0;           // dynamic shared memory per block: the plan's, unless the tier's shape changes it
-  int kernel_variant = 0;  // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
+  int cluster_dim = 0;       // > 0: launch as clusters of this many blocks
+  Flushing flushing;         // (the launcher zeroes the output first unless flushing.store_rows)
+  int64_t shared_bytes = 0;  // dynamic shared memory per block: the plan's, unless the tier's shape changes it
+  int kernel_variant = 0;    // which of the tier's kernels runs (KernelSet::tier_kernel): 0 unless the shape picks
+  TierArgs args;             // the kernel's second parameter
 };
 
 // One call made ready to launch (prepare_histogram): the request, its plan, the device and kernels the plan was made

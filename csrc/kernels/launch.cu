@@ -23,20 +23,16 @@ namespace {
 // Launches the planned tier's kernel of `kernels` as `shape` says: the one way every tier without a custom launch runs.
 cudaError_t launch_shaped(const HistogramParams& p, const KernelSet& kernels, const HistogramPlan& plan,
                           const LaunchShape& shape, bool zero_unstored_output, cudaStream_t stream) {
-  if (zero_unstored_output && !shape.store_rows) {
+  if (zero_unstored_output && !shape.flushing.store_rows) {
     const size_t output_size = static_cast<size_t>(p.output_rows() * p.bins * output_bytes(p.output_type));
     const cudaError_t err = cudaMemsetAsync(p.output, 0, output_size, stream);
     if (err != cudaSuccess) return err;
   }
   HistogramParams params = p;
   params.segments_per_row = shape.segments;
-  params.store_rows = shape.store_rows;
-  params.flush_each_item = shape.flush_each_item;
-  params.reduce_through_dsmem = shape.reduce_through_dsmem;
-  params.tally_byte_values = shape.tally_byte_values;
-  params.bins_per_block = plan.bins_per_block;
-  params.cluster_replicas = plan.replicas;
-  void* args[] = {&params};
+  // The tier's launch arguments, as its shape function wrote them (TierArgs): the kernel's second parameter.
+  TierArgs tier_args = shape.args;
+  void* args[] = {&params, tier_args.bytes};
   const void* kernel = kernels.tier_kernel(plan.tier, shape.kernel_variant);
   if (shape.cluster_dim > 0) {
     cudaLaunchAttribute attribute;

@@ -255,23 +255,20 @@ struct BinnerLocalKeys {
 };
 
 // Integer input binned by value: a subtraction and an unsigned compare a value, where the binner's general case
-// spent about eleven instructions (SASS; NOTES.md). Dropping what is out of range (kClamp false), a value below
-// first_bin (a negative one too) wraps past `owned` in the unsigned difference, and since first_bin + owned <= bins,
-// a value kept is a bin index. Clamping, the value is first clamped to [0, bins - 1], as the binner clamps.
-template <typename T, bool kClamp>
+// spent about eleven instructions (SASS; NOTES.md). The value's bin is value_bin's (binning.h): dropped, it is at
+// least bins, and a bin below first_bin wraps past `owned` in the unsigned difference, so since first_bin + owned <=
+// bins, a key kept is an owned bin.
+template <typename T, OutOfRange kOutOfRange>
 struct ValueLocalKeys {
-  static_assert(std::is_integral<T>::value, "by value: integer input");
-  using S = typename std::conditional<(sizeof(T) > 4), int64_t, int32_t>::type;
-  using U = typename std::make_unsigned<S>::type;
+  using S = narrow_signed_t<T>;
+  using U = std::make_unsigned_t<S>;
   U first_bin;
   uint32_t owned;
   S last_bin;  // bins - 1 (bins < 2^31)
   __device__ ValueLocalKeys(const HistogramParams& p, int64_t first, uint32_t owned_bins)
       : first_bin(static_cast<U>(first)), owned(owned_bins), last_bin(static_cast<S>(p.bins - 1)) {}
   __device__ __forceinline__ uint32_t operator()(T value) const {
-    S v = static_cast<S>(value);
-    if constexpr (kClamp) v = v < S(0) ? S(0) : (v > last_bin ? last_bin : v);
-    const U local = static_cast<U>(v) - first_bin;  // modular: a negative value converts to a large one
+    const U local = value_bin<kOutOfRange>(value, last_bin) - first_bin;  // modular
     return local < owned ? static_cast<uint32_t>(local) : kNotOwned;
   }
 };
@@ -279,7 +276,7 @@ struct ValueLocalKeys {
 // Counts the values of bins [first_bin, first_bin + owned) of the cluster's items (first_item, first_item +
 // item_stride, ...; every block of the cluster walks them all) into `bins`: this block is replica `replica` of the
 // `replicas` blocks that keep these bins, and reads that share of each item's elements. It flushes (flush_replicas)
-// before an item of another output row (or every item, with p.flush_each_item) and at the end, and zeroes its
+// before an item of another output row (or every item, with flushing.flush_each_item) and at the end, and zeroes its
 // words before the next item. `bins` must be zeroed, with a barrier after, before the call.
 //
 // A warp whose lanes all add to one bin (one hot bin; sorted runs) adds once: lanes adding to one address would
@@ -287,8 +284,8 @@ struct ValueLocalKeys {
 // LocalKeys: BinnerLocalKeys (any call) or ValueLocalKeys (integer input binned by value).
 template <typename T, typename Policy, typename LocalKeys>
 __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_group& cluster, const HistogramParams& p,
-                                             const PackedBins& bins, int64_t first_bin, uint32_t owned,
-                                             uint32_t replica, uint32_t replicas, int64_t first_item,
+                                             const Flushing& flushing, const PackedBins& bins, int64_t first_bin,
+                                             uint32_t owned, uint32_t replica, uint32_t replicas, int64_t first_item,
                                              int64_t item_stride) {
   constexpr int kRoundsPerSweep = packed_rounds_per_sweep<T>();
   static_assert(kRoundsPerSweep >= 1, "a round stays within the values a sweep allows");
@@ -332,7 +329,7 @@ __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_g
     __syncthreads();  // every word is swept before the next round adds to it
   };
   for_each_item_span<T>(
-      p, first_item, item_stride,
+      p, flushing, first_item, item_stride,
       [&](const ItemSpan<T>& span) {
         if (emptied) {  // a flush read the words: zero them for this row (the last flush leaves them)
           zero_bins(bins.words, bins.count);

@@ -205,11 +205,12 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   // An integer input binned by index with no clamp (the common count): a key is a compare, a subtract and two
   // shifts in 32 bits, not the Binner's general path (64-bit bins, the range branch).
   constexpr bool kNarrowInteger = std::is_integral<T>::value && sizeof(T) <= 4;
-  const bool plain_index = kCounts && kNarrowInteger && binner.mode == BinMode::kIndex && !binner.clamp;
+  const bool plain_index =
+      kCounts && kNarrowInteger && binner.mode == BinMode::kIndex && binner.out_of_range == OutOfRange::kIgnore;
   const uint32_t chunk_mask = (1u << s.chunk_shift) - 1u;
   auto plain_key = [&](T value) -> uint32_t {
     if constexpr (kNarrowInteger) {
-      const uint32_t index = static_cast<uint32_t>(static_cast<int32_t>(value));
+      const uint32_t index = value_bin<OutOfRange::kIgnore>(value, /*last_bin (unused)=*/0);
       const uint32_t relative = index - static_cast<uint32_t>(s.flat_base);
       return index < binner.narrow_bins ? ((relative >> s.chunk_shift) << 16) | (relative & chunk_mask) : kNoEntry;
     } else {

@@ -44,10 +44,22 @@ __device__ __forceinline__ uint32_t dynamic_shared_bytes() {
   return bytes;
 }
 
+// The tier's launch arguments (its shape function's).
+struct Launch {
+  Flushing flushing;
+  // Small calls: the grid is one cluster whose blocks each count a part of one 1-D histogram into block-private
+  // bins; at the end each block sums a share of the bins over every block's shared memory (DSMEM) and stores it, so
+  // a small call is one launch with no zeroing of the output.
+  bool reduce_through_dsmem = false;
+  // A 1-byte input counted per byte value into lane-striped tallies (kByteTallyBytes of shared memory before the
+  // bins), which each flush bins into the block's bins first.
+  bool tally_byte_values = false;
+};
+
 template <typename T, typename Policy>
-__global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
+__global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p, const Launch launch) {
   using Acc = typename Policy::Acc;
-  const bool tallying = kMayTallyBytes<T, Policy> && p.tally_byte_values;
+  const bool tallying = kMayTallyBytes<T, Policy> && launch.tally_byte_values;
   uint32_t* tally = detail::shared_bins<uint32_t>();
   const uint32_t first_bin = tallying ? kByteTallyBytes / sizeof(Acc) : 0;
   // Sums may keep copies of the bins (sum_copies), as many as the launch's shared memory holds; counted again at the
@@ -61,8 +73,8 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
   const Binner<T> binner(p);
   const auto flush = [&](int64_t row) {
-    if (!p.reduce_through_dsmem) {
-      detail::flush_bins<Policy>(p, detail::shared_bins<Acc>() + first_bin, row, 0, p.bins, copies());
+    if (!launch.reduce_through_dsmem) {
+      detail::flush_bins<Policy>(p, launch.flushing, detail::shared_bins<Acc>() + first_bin, row, 0, p.bins, copies());
     }
   };
   // with_weights (std::bool_constant): float32 weights loaded beside their values (for_each_element).
@@ -74,7 +86,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     };
     constexpr bool kWithWeights = decltype(with_weights)::value;
     detail::for_each_item<T, kWithWeights ? kSharedWeightedVectorsInFlight : kVectorsInFlight, kWithWeights>(
-        p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+        p, launch.flushing, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset, auto... weight) {
           const int64_t bin = binner(value);
           if (bin < 0) return;
@@ -91,8 +103,8 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   if constexpr (kMayTallyBytes<T, Policy>) {
     if (tallying) {
       uint32_t* lane_tally = tally + threadIdx.x % kByteTallyLanes;
-      detail::for_each_item<T>(
-          p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+      detail::for_each_item<T, kVectorsInFlight, /*kWithWeights=*/false, /*kBinsEachValue=*/false>(
+          p, launch.flushing, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
           [&](const detail::ItemSpan<T>&, T value, int64_t) {
             atomicAdd(lane_tally + uint32_t(static_cast<uint8_t>(value)) * kByteTallyLanes, 1u);
           },
@@ -110,7 +122,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
   }
   if constexpr (Policy::kMayStore) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (p.reduce_through_dsmem) {
+    if (launch.reduce_through_dsmem) {
       namespace cg = cooperative_groups;
       const cg::cluster_group cluster = cg::this_cluster();
       cluster.sync();  // every block's counts must be complete before any block reads them
@@ -171,8 +183,8 @@ inline int block_threads(const HistogramParams& p, const DeviceCaps& caps, const
 // counts, the deterministic exponent pass (copies gained it nothing), batched rows (each row flushes every copy) and
 // the small-call path (whose cluster sums one copy a block); never more than `per_sm` blocks on a SM leave room for.
 inline int64_t sum_copies(const HistogramParams& p, const TierContext& ctx, AccKind acc, const LaunchShape& shape,
-                          int64_t bins_bytes, int per_sm) {
-  if (p.output_row_stride != 0 || shape.reduce_through_dsmem || acc == AccKind::kCount) return 1;
+                          bool reduce_through_dsmem, int64_t bins_bytes, int per_sm) {
+  if (p.output_row_stride != 0 || reduce_through_dsmem || acc == AccKind::kCount) return 1;
   const int64_t most = acc == AccKind::kExponent ? 1
                        : acc == AccKind::kFixed  ? kSharedFixedPointCopies
                                                  : kSharedSumCopies;
@@ -192,19 +204,24 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   if (err != cudaSuccess) return err;
   shape_items(p, int64_t(per_sm) * ctx.caps.sm_count,
               std::max<int64_t>(shape->threads * kMinElementsPerThread, 2 * plan.bins_per_block), shape);
+  Launch launch;
   if (p.output_row_stride == 0 && p.elements() <= kSmallCallMaxElements) {
     // The small-call path: one cluster summing through DSMEM (one block where the binary has no cluster code).
     int64_t blocks = std::min<int64_t>(kSmallCallMaxBlocks, ceil_div(p.elements(), kSmallCallElementsPerBlock));
     if (!ctx.cluster_code) blocks = 1;
     shape->segments = ceil_div(blocks, p.rows);
     shape->grid = blocks;
-    shape->reduce_through_dsmem = blocks > 1;
+    launch.reduce_through_dsmem = blocks > 1;
   }
-  settle_flushes_and_stores(p, shape->grid, acc, may_store, shape);
-  shape->cluster_dim = shape->reduce_through_dsmem ? static_cast<int>(shape->grid) : 0;
-  shape->tally_byte_values = may_tally && ceil_div(p.row_length, shape->segments) >= kByteTallyMinItemElements;
-  shape->shared_bytes = bins_bytes * sum_copies(p, ctx, acc, *shape, bins_bytes, per_sm) +
-                        (shape->tally_byte_values ? kByteTallyBytes : 0);
+  settle_flushes_and_stores(p, shape->grid, acc, may_store, launch.reduce_through_dsmem, shape);
+  launch.flushing = shape->flushing;
+  // The DSMEM sum stores the rows: where they may not be stored, each block flushes its bins as usual.
+  if (!launch.flushing.store_rows) launch.reduce_through_dsmem = false;
+  shape->cluster_dim = launch.reduce_through_dsmem ? static_cast<int>(shape->grid) : 0;
+  launch.tally_byte_values = may_tally && ceil_div(p.row_length, shape->segments) >= kByteTallyMinItemElements;
+  shape->shared_bytes = bins_bytes * sum_copies(p, ctx, acc, *shape, launch.reduce_through_dsmem, bins_bytes, per_sm) +
+                        (launch.tally_byte_values ? kByteTallyBytes : 0);
+  shape->args.set(launch);
   return cudaSuccess;
 }
 

@@ -18,16 +18,16 @@ namespace dsmhist {
 namespace dsmem_cluster_tier {
 
 template <typename T, typename Policy>
-__global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
+__global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p, const detail::ClusterLaunch launch) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   using Acc = typename Policy::Acc;
   cg::cluster_group cluster = cg::this_cluster();
-  const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
+  const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p, launch);
   cluster.sync();  // other blocks add into these bins remotely: they must all be zeroed first
   const Binner<T> binner(p);
   detail::for_each_item<T>(
-      p, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size,
+      p, launch.flushing, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size,
       int64_t(cluster.block_rank()) * blockDim.x + threadIdx.x, int64_t(slice.cluster_size) * blockDim.x,
       [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
         const int64_t bin = binner(value);
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
       },
       // Remote adds target every block: the whole cluster must agree that they landed (or that bins are re-zeroed).
       [&] { cluster.sync(); },
-      [&](int64_t row) { detail::flush_bins<Policy>(p, slice.bins, row, slice.first, slice.owned); });
+      [&](int64_t row) { detail::flush_bins<Policy>(p, launch.flushing, slice.bins, row, slice.first, slice.owned); });
   // The final flush reads only this block's bins, and the barrier before it already ordered every remote add, so no
   // block exits while another may still write into its shared memory.
 #endif

@@ -20,13 +20,18 @@
 namespace dsmhist {
 namespace exchange_tier {
 
+// The tier's launch arguments (its shape function's).
+struct Launch {
+  int64_t bins_per_block = 0;  // bins each block of a cluster owns, interleaved (bin i * blocks + rank)
+};
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // The kernel's body. Keys: how a value gets its key (exchange_kernels.cuh: BinnerKeys, ValueKeys). OwnersT: the
 // cluster size known at run time (Owners) or at compile time (FixedOwners). kDense: the rows' inner stride is 1. The
 // kernel runs at its 64-register limit (1024 threads), so what a round needs only once (the Work) lives in shared
 // memory, and the shared arrays sit at offsets known at compile time.
 template <typename T, typename Keys, typename OwnersT, bool kDense>
-__device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
+__device__ __forceinline__ void count_by_exchange(const HistogramParams& p, const Launch& launch) {
   namespace cg = cooperative_groups;
   namespace ex = detail::exchange;
   using Tile = ex::Tile<T>;
@@ -51,7 +56,7 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
     work = ex::Work(p, layout, blocks, gridDim.x);
     if constexpr (kDense) ex::aim_prefetch<T>(p, work, 0, 0, cursor);
   }
-  for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) bins[i] = 0;
+  for (int64_t i = threadIdx.x; i < launch.bins_per_block; i += kExchangeThreads) bins[i] = 0;
   for (int i = threadIdx.x; i < 2 * ex::kWarps * ex::kRowStride; i += kExchangeThreads) rank_counters[i] = 0;
   cluster.sync();  // every block's bins and counters are zeroed (and its Work written) before any block adds
 
@@ -116,7 +121,7 @@ __device__ __forceinline__ void count_by_exchange(const HistogramParams& p) {
 
       // Flush this block's bins (bin i * blocks + me) into the group's histogram and re-zero them.
       const int64_t base = (p.output_row_stride != 0 ? group : 0) * p.bins;
-      for (int64_t i = threadIdx.x; i < p.bins_per_block; i += kExchangeThreads) {
+      for (int64_t i = threadIdx.x; i < launch.bins_per_block; i += kExchangeThreads) {
         const uint32_t count = bins[i];
         bins[i] = 0;
         const int64_t bin = i * blocks + me;
@@ -152,23 +157,24 @@ enum Body : int {
 static_assert(kDenseClampedLarge < kMaxTierKernels, "every body has a slot in the kernel set");
 
 template <typename T, typename Policy, int kBody = kAnyInput>
-__global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p) {
+__global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p, const Launch launch) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace ex = detail::exchange;
   if constexpr (std::is_same<Policy, detail::CountPolicy>::value) {
-    if constexpr (kBody == kAnyInput) count_by_exchange<T, ex::BinnerKeys<T, false>, ex::Owners, false>(p);
-    if constexpr (kBody == kByValue) count_by_exchange<T, ex::BinnerKeys<T, true>, ex::Owners, false>(p);
+    if constexpr (kBody == kAnyInput) count_by_exchange<T, ex::BinnerKeys<T, false>, ex::Owners, false>(p, launch);
+    if constexpr (kBody == kByValue) count_by_exchange<T, ex::BinnerKeys<T, true>, ex::Owners, false>(p, launch);
     if constexpr (kBody == kDenseByValueSmall) {
-      count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kExchangeSmallCluster>, true>(p);
+      count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kExchangeSmallCluster>, true>(p, launch);
     }
     if constexpr (kBody == kDenseByValueLarge) {
-      count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kMaxClusterSize>, true>(p);
+      count_by_exchange<T, ex::ValueKeys<T>, ex::FixedOwners<kMaxClusterSize>, true>(p, launch);
     }
     if constexpr (kBody == kDenseClampedSmall) {
-      count_by_exchange<T, ex::ValueKeys<T, true>, ex::FixedOwners<kExchangeSmallCluster>, true>(p);
+      count_by_exchange<T, ex::ValueKeys<T, OutOfRange::kClamp>, ex::FixedOwners<kExchangeSmallCluster>, true>(p,
+                                                                                                               launch);
     }
     if constexpr (kBody == kDenseClampedLarge) {
-      count_by_exchange<T, ex::ValueKeys<T, true>, ex::FixedOwners<kMaxClusterSize>, true>(p);
+      count_by_exchange<T, ex::ValueKeys<T, OutOfRange::kClamp>, ex::FixedOwners<kMaxClusterSize>, true>(p, launch);
     }
   }
 #endif
@@ -253,8 +259,10 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
 inline int body_for(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan) {
   if (!by_value(p.mode, ctx)) return kAnyInput;
   if (p.inner_input_stride != 1) return kByValue;
-  if (plan.cluster_size == kExchangeSmallCluster) return p.clamp ? kDenseClampedSmall : kDenseByValueSmall;
-  if (plan.cluster_size == kMaxClusterSize) return p.clamp ? kDenseClampedLarge : kDenseByValueLarge;
+  if (p.out_of_range != OutOfRange::kIgnore && p.out_of_range != OutOfRange::kClamp) return kByValue;
+  const bool clamped = p.out_of_range == OutOfRange::kClamp;
+  if (plan.cluster_size == kExchangeSmallCluster) return clamped ? kDenseClampedSmall : kDenseByValueSmall;
+  if (plan.cluster_size == kMaxClusterSize) return clamped ? kDenseClampedLarge : kDenseByValueLarge;
   return kByValue;
 }
 
@@ -275,6 +283,9 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
       detail::exchange::Work(p, layout_for(ctx.request.input_type), plan.cluster_size, resident).tiles_per_group;
   shape->grid =
       std::max<int64_t>(1, std::min<int64_t>(resident, ceil_div(tiles, plan.cluster_size))) * plan.cluster_size;
+  Launch launch;
+  launch.bins_per_block = plan.bins_per_block;
+  shape->args.set(launch);
   return cudaSuccess;
 }
 

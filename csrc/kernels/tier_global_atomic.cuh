@@ -20,8 +20,12 @@ namespace global_atomic_tier {
 
 // kClaimOnRepeat: the body for long weighted float sums (shape): its cache claims a slot on a bin's second
 // add in the block, and each thread loads kGlobalSumsVectorsInFlight vectors at a time.
+// The tier's launch arguments: none (no shared-memory bins to flush or store; its kernels take the launcher's second
+// parameter all the same).
+struct Launch {};
+
 template <typename T, typename Policy, bool kClaimOnRepeat = false>
-__global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p) {
+__global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p, const Launch /*launch*/) {
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
   using Cache = HotBinCache<Policy, kClaimOnRepeat>;
@@ -36,7 +40,7 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
     int64_t run_bin = -1;
     uint32_t run_length = 0;
     detail::for_each_item<T>(
-        p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+        p, Flushing{}, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t) {
           const int64_t bin = binner(value);
           if (bin < 0) return;
@@ -58,7 +62,7 @@ __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p
       detail::RunMerger<Policy, int64_t> run;
       detail::for_each_item<T, kClaimOnRepeat ? kGlobalSumsVectorsInFlight : kVectorsInFlight,
                             decltype(with_weights)::value>(
-          p, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
+          p, Flushing{}, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x,
           [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset, auto... weight) {
             const int64_t bin = binner(value);
             if (bin < 0) return;
@@ -107,6 +111,7 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
   shape->kernel_variant = repeat ? kClaimOnRepeatBody : 0;
   // The pass's accumulator (the deterministic sum runs two).
   shape->shared_bytes = hot_bin_cache_bytes(accumulator_bytes(acc), repeat);
+  shape->args.set(Launch{});
   return cudaSuccess;
 }
 

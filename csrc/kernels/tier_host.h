@@ -73,7 +73,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // hold their share of the bins, at most `max_block_bins`, in `block_bytes(block_bins)` bytes of opt-in shared memory,
 // that the launch may use (max_cluster_size) and that can be resident; `plan` gets that size. A cluster of `size`
 // blocks with `replicas[k]` replicas (null: 1) splits the bins size / replicas ways, ceil(bins * replicas / size) a
-// block (HistogramParams::cluster_replicas). Otherwise why none did: no size holds the bins (kClusterTooSmall), or
+// block (ClusterLaunch::replicas). Otherwise why none did: no size holds the bins (kClusterTooSmall), or
 // the forced size cannot run (kClusterSizeUnsupported).
 template <typename BlockBytes>
 inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, const int* sizes, const int* replicas,
@@ -142,7 +142,9 @@ inline void shape_stateless(const InputDescription& p, const DeviceCaps& caps, i
   shape_items(p, int64_t(caps.sm_count) * (2048 / threads), threads * min_per_thread, shape);
 }
 
-// The rules every tier with shared-memory bins applies once its grid is shaped (`workers`: blocks, or clusters).
+// The rules every tier with shared-memory bins applies once its grid is shaped (`workers`: blocks, or clusters),
+// into shape->flushing. `one_cluster_sums`: the grid is one cluster whose blocks' bins are summed through DSMEM and
+// stored (tier shared's small calls), one worker as far as storing goes; false when the rows cannot be stored.
 //
 // 32-bit shared-memory counts could wrap if a worker counted more than kMaxCountsPerFlush elements into one row's
 // bins before flushing: then every item is flushed on its own and no item is longer than that. Unreachable with
@@ -152,19 +154,19 @@ inline void shape_stateless(const InputDescription& p, const DeviceCaps& caps, i
 // of it: a batched row that is not split, or a 1-D histogram counted by a single worker or summed in one cluster
 // (no zeroing launch). Without stores (the deterministic passes) the blocks flush into the scratch as usual.
 inline void settle_flushes_and_stores(const HistogramParams& p, int64_t workers, AccKind acc, bool may_store,
-                                      LaunchShape* shape) {
+                                      bool one_cluster_sums, LaunchShape* shape) {
+  Flushing& flushing = shape->flushing;
   if (acc == AccKind::kCount) {
     const int64_t per_worker =
         most_elements_per_worker(p.rows, p.row_length, shape->segments, std::max<int64_t>(workers, 1));
     if (per_worker > kMaxCountsPerFlush) {
-      shape->flush_each_item = true;
+      flushing.flush_each_item = true;
       shape->segments = std::max(shape->segments, ceil_div(p.row_length, kMaxCountsPerFlush));
     }
   }
-  const bool one_worker = workers == 1 || shape->reduce_through_dsmem;
-  shape->store_rows =
-      may_store && (p.output_row_stride != 0 ? shape->segments == 1 : one_worker && !shape->flush_each_item);
-  if (!shape->store_rows) shape->reduce_through_dsmem = false;
+  const bool one_worker = workers == 1 || one_cluster_sums;
+  flushing.store_rows =
+      may_store && (p.output_row_stride != 0 ? shape->segments == 1 : one_worker && !flushing.flush_each_item);
 }
 
 }  // namespace dsmhist

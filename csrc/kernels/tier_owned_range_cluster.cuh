@@ -1,8 +1,8 @@
-// Tier "cluster": the bins are split into ranges across the blocks of a cluster (p.bins_per_block each, the last
+// Tier "cluster": the bins are split into ranges across the blocks of a cluster (bins_per_block each, the last
 // range fewer). Every block of a range reads all of the cluster's items and counts only the values of its own bins,
 // with local shared-memory atomics: the input is read once per range, but the blocks of a cluster run together on one
 // GPC, so all reads after the first come from L2, which sustains them, while adds stay local. Counts whose bins one
-// block holds run as clusters of replicas (p.cluster_replicas blocks keep the same range, each reading a share of
+// block holds run as clusters of replicas (ClusterLaunch::replicas blocks keep the same range, each reading a share of
 // every item), which sum their copies through DSMEM at the flush, so the cluster's global adds are one block's
 // (packed_counts.cuh, flush_replicas). Remote DSMEM atomics (the guide's design, kept as tier "cluster_dsmem") are
 // the bottleneck there and serialise on a hot bin; the tier reads and zeroes remote words only at a flush.
@@ -36,23 +36,24 @@ enum Body : int { kAnyCall = 0, kCountsByValue = 1, kCountsByValueClamped = 2 };
 static_assert(kCountsByValueClamped < kMaxTierKernels, "every body has a slot in the kernel set");
 
 template <typename T, typename Policy, int kBody = kAnyCall>
-__global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p) {
+__global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p, const detail::ClusterLaunch launch) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   using Acc = typename Policy::Acc;
   const cg::cluster_group cluster = cg::this_cluster();
   if constexpr (kPacksCounts<Policy>) {
-    using LocalKeys = typename std::conditional<kBody == kAnyCall, detail::BinnerLocalKeys<T>,
-                                                detail::ValueLocalKeys<T, kBody == kCountsByValueClamped>>::type;
-    const detail::ClusterSlice<uint32_t> range = detail::owned_slice<uint32_t>(cluster, p);
+    using LocalKeys = typename std::conditional<
+        kBody == kAnyCall, detail::BinnerLocalKeys<T>,
+        detail::ValueLocalKeys<T, kBody == kCountsByValueClamped ? OutOfRange::kClamp : OutOfRange::kIgnore>>::type;
+    const detail::ClusterSlice<uint32_t> range = detail::owned_slice<uint32_t>(cluster, p, launch);
     const detail::PackedBins bins(range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block)));
     detail::zero_bins(bins.words, bins.count);
     __syncthreads();  // no thread may count into a word another thread has not zeroed yet
-    detail::count_packed<T, Policy, LocalKeys>(cluster, p, bins, range.first, static_cast<uint32_t>(range.owned),
-                                               range.replica, range.replicas, blockIdx.x / range.cluster_size,
-                                               gridDim.x / range.cluster_size);
+    detail::count_packed<T, Policy, LocalKeys>(cluster, p, launch.flushing, bins, range.first,
+                                               static_cast<uint32_t>(range.owned), range.replica, range.replicas,
+                                               blockIdx.x / range.cluster_size, gridDim.x / range.cluster_size);
   } else {
-    const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p);
+    const detail::ClusterSlice<Acc> slice = detail::cluster_slice<Acc>(cluster, p, launch);
     const uint32_t owned32 = static_cast<uint32_t>(slice.owned);
     __syncthreads();  // no thread may count into a bin another thread has not zeroed yet
     const Binner<T> binner(p);
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
     detail::RunMerger<Policy, uint32_t> run;
     const auto add_shared = [&](uint32_t local, Acc total) { Policy::add_shared(slice.bins + local, total); };
     detail::for_each_item<T>(
-        p, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size, threadIdx.x, blockDim.x,
+        p, launch.flushing, blockIdx.x / slice.cluster_size, gridDim.x / slice.cluster_size, threadIdx.x, blockDim.x,
         [&](const detail::ItemSpan<T>& span, T value, int64_t weight_offset) {
           const int64_t bin = binner(value);
           // A dropped value (-1) or another block's bin wraps to at least owned32 (bins < 2^31).
@@ -73,7 +74,9 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p)
           run.emit(add_shared);
           __syncthreads();  // (the traversal's barrier before and after a flush) the run's add must land first
         },
-        [&](int64_t row) { detail::flush_bins<Policy>(p, slice.bins, row, slice.first, slice.owned); });
+        [&](int64_t row) {
+          detail::flush_bins<Policy>(p, launch.flushing, slice.bins, row, slice.first, slice.owned);
+        });
   }
 #endif
   // Without sm_90 code this body is empty; the host launches the cluster tiers only after checking that the loaded
@@ -103,7 +106,9 @@ namespace owned_range_cluster_tier {
 // A by-value body where one runs the call (packed counts of integer input binned by value), else the general one.
 inline int body_for(const HistogramParams& p, const TierContext& ctx, AccKind acc) {
   if (!packs_counts(acc) || p.mode != BinMode::kIndex) return kAnyCall;
-  const int body = p.clamp ? kCountsByValueClamped : kCountsByValue;
+  int body = kAnyCall;
+  if (p.out_of_range == OutOfRange::kIgnore) body = kCountsByValue;
+  if (p.out_of_range == OutOfRange::kClamp) body = kCountsByValueClamped;
   return ctx.kernels.tier_kernel(Tier::kCluster, body) != nullptr ? body : kAnyCall;
 }
 

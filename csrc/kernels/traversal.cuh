@@ -15,6 +15,7 @@
 
 #include "../common/binning.h"
 #include "../common/call.h"
+#include "kernels.h"
 #include "tuning.h"
 
 namespace dsmhist {
@@ -188,10 +189,12 @@ __device__ __forceinline__ void zero_bins(Acc* bins, int64_t count) {
 
 // Moves a block's bins [0, count) into output bins [first, first + count) of output row `row`, and zeroes them for
 // the next item; with `copies`, bin i is the sum of bins[i], bins[count + i], ... (one copy after another). Each
-// thread touches only its own indices, so flush and re-zero need no barrier between them.
+// thread touches only its own indices, so flush and re-zero need no barrier between them. Stores the bins instead of
+// adding them where the launch stores rows (Flushing).
 template <typename Policy>
-__device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Policy::Acc* bins, int64_t row,
-                                           int64_t first, int64_t count, int copies = 1) {
+__device__ __forceinline__ void flush_bins(const HistogramParams& p, const Flushing& flushing,
+                                           typename Policy::Acc* bins, int64_t row, int64_t first, int64_t count,
+                                           int copies = 1) {
   using Acc = typename Policy::Acc;
   const int64_t base = row * p.bins + first;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
@@ -202,7 +205,7 @@ __device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Po
       bins[c * count + i] = Acc(0);
     }
     if constexpr (Policy::kMayStore) {
-      if (p.store_rows) {
+      if (flushing.store_rows) {
         Policy::store(p, base + i, value);
         continue;
       }
@@ -211,24 +214,25 @@ __device__ __forceinline__ void flush_bins(const HistogramParams& p, typename Po
   }
 }
 
-// Whether a traversal of the call prefetches (tuning.h, kPrefetchWhenBinningByRange): each value binned by range
-// as it is read. Byte tallies bin at the flush, not per value.
+// Whether a traversal that bins each value as it reads it prefetches (tuning.h, kPrefetchWhenBinningByRange): when it
+// bins by range. (Tier shared's byte tallies bin at the flush, not per value: that walk does not.)
 __device__ __forceinline__ bool prefetches_next_batch(const HistogramParams& p) {
-  return kPrefetchWhenBinningByRange && p.mode == BinMode::kRange && !p.tally_byte_values;
+  return kPrefetchWhenBinningByRange && p.mode == BinMode::kRange;
 }
 
 // Walks a worker's items (a worker: a block, or a cluster): walk(span) for each, with span.output_row set; calls
-// flush(row) before moving to an item of another output row (or to any other item, with p.flush_each_item) and once
-// at the end, with the barriers that flushing needs around it.
+// flush(row) before moving to an item of another output row (or to any other item, with flushing.flush_each_item) and
+// once at the end, with the barriers that flushing needs around it.
 template <typename T, typename Walk, typename Barrier, typename Flush>
-__device__ __forceinline__ void for_each_item_span(const HistogramParams& p, int64_t first_item, int64_t item_stride,
-                                                   Walk&& walk, Barrier&& barrier, Flush&& flush) {
+__device__ __forceinline__ void for_each_item_span(const HistogramParams& p, const Flushing& flushing,
+                                                   int64_t first_item, int64_t item_stride, Walk&& walk,
+                                                   Barrier&& barrier, Flush&& flush) {
   const int64_t items = p.rows * p.segments_per_row;
   int64_t current_row = -1;
   for (int64_t item = first_item; item < items; item += item_stride) {
     ItemSpan<T> span = item_span<T>(p, item);
     span.output_row = p.output_row(span.row);
-    if (current_row >= 0 && (span.output_row != current_row || p.flush_each_item)) {
+    if (current_row >= 0 && (span.output_row != current_row || flushing.flush_each_item)) {
       barrier();  // every add of the previous row must land before its bins are flushed
       flush(current_row);
       barrier();  // the bins must be re-zeroed everywhere before the next row adds into them
@@ -244,18 +248,20 @@ __device__ __forceinline__ void for_each_item_span(const HistogramParams& p, int
 
 // Visits the elements of a worker's items (for_each_item_span; this thread is `worker_rank` of the worker's
 // `worker_threads`): visit(span, value, weight_offset), and the float32 weight after them with kWithWeights.
-// kInFlight: 16-byte vectors a thread loads at once (for_each_element).
-template <typename T, int kInFlight = kVectorsInFlight, bool kWithWeights = false, typename Visit, typename Barrier,
-          typename Flush>
-__device__ __forceinline__ void for_each_item(const HistogramParams& p, int64_t first_item, int64_t item_stride,
-                                              int64_t worker_rank, int64_t worker_threads, Visit&& visit,
-                                              Barrier&& barrier, Flush&& flush) {
+// kInFlight: 16-byte vectors a thread loads at once (for_each_element). kBinsEachValue: the visit bins each value as
+// it reads it, so the walk prefetches where prefetches_next_batch says (known at compile time: a runtime flag held
+// across the walk cost the weighted sums' kernels registers).
+template <typename T, int kInFlight = kVectorsInFlight, bool kWithWeights = false, bool kBinsEachValue = true,
+          typename Visit, typename Barrier, typename Flush>
+__device__ __forceinline__ void for_each_item(const HistogramParams& p, const Flushing& flushing, int64_t first_item,
+                                              int64_t item_stride, int64_t worker_rank, int64_t worker_threads,
+                                              Visit&& visit, Barrier&& barrier, Flush&& flush) {
   for_each_item_span<T>(
-      p, first_item, item_stride,
+      p, flushing, first_item, item_stride,
       [&](const ItemSpan<T>& span) {
         for_each_element<T, kInFlight, kWithWeights>(
             p, span, span.segment * worker_threads + worker_rank, p.segments_per_row * worker_threads,
-            prefetches_next_batch(p),
+            kBinsEachValue && prefetches_next_batch(p),
             [&](T value, int64_t weight_offset, auto... weight) { visit(span, value, weight_offset, weight...); });
       },
       barrier, flush);
