@@ -249,8 +249,7 @@ __device__ __forceinline__ void for_each_item_span(const HistogramParams& p, con
 // Visits the elements of a worker's items (for_each_item_span; this thread is `worker_rank` of the worker's
 // `worker_threads`): visit(span, value, weight_offset), and the float32 weight after them with kWithWeights.
 // kInFlight: 16-byte vectors a thread loads at once (for_each_element). kBinsEachValue: the visit bins each value as
-// it reads it, so the walk prefetches where prefetches_next_batch says (known at compile time: a runtime flag held
-// across the walk cost the weighted sums' kernels registers).
+// it reads it, so the walk prefetches where prefetches_next_batch says (tier shared's byte tallies bin at the flush).
 template <typename T, int kInFlight = kVectorsInFlight, bool kWithWeights = false, bool kBinsEachValue = true,
           typename Visit, typename Barrier, typename Flush>
 __device__ __forceinline__ void for_each_item(const HistogramParams& p, const Flushing& flushing, int64_t first_item,
