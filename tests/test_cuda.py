@@ -99,10 +99,8 @@ def test_auto_plan_at_tier_boundaries(gen):
     if cluster_available():
         for bins in (packed + 1, 2 * packed):
             assert torch_dsmhist.plan(bins).tier == "cluster", bins
-    # Past it, counts take tier partition (kPartitionAutoMinBins, 232448: 2 blocks of an H100), weighted sums global.
-    assert torch_dsmhist.plan(2 * packed + 1, dtype=torch.float32).tier == (
-        "partition" if 2 * packed >= 232448 or not cluster_available() else "global"
-    )
+    # Past it, counts take tier partition (past the same 2 blocks: 232448 bins on an H100), weighted sums global.
+    assert torch_dsmhist.plan(2 * packed + 1, dtype=torch.float32).tier == "partition"
     assert torch_dsmhist.plan(2 * packed + 1, weight_dtype=torch.float32).tier == "global"
     if not cluster_available():  # integer input by value too (no exchange), and only from 2^23 values
         assert torch_dsmhist.plan(capacity + 1).tier == "partition"
@@ -175,22 +173,24 @@ def test_plan_reports_cluster_layout():
             torch_dsmhist.plan(cluster_block_capacity() + 1)
 
 
-def test_plan_takes_the_partition_tier_past_232448_count_bins(gen):
-    """The planner's partition threshold (tuning.h, kPartitionAutoMinBins): counts past 232448 bins (integer input
-    binned by value: past tier exchange's window, kExchangeAutoMaxBins), not weighted sums (global is faster on all 5
-    distributions for them up to 4M bins: tuning.h); the planned call is right on adversarial data, weighted or not."""
+def test_plan_takes_the_partition_tier_past_two_cluster_blocks_of_counts(gen):
+    """The planner's partition threshold (tier_partition.cuh, auto_min_bins): counts past the bins of tier cluster's 2
+    automatic blocks, 232448 on an H100 (integer input binned by value: past tier exchange's window, 640000 on an
+    H100: test_exchange.py), not weighted sums (global is faster on all 5 distributions for them up to 4M bins:
+    tuning.h); the planned call is right on adversarial data, weighted or not."""
+    first = 2 * cluster_block_capacity() + 1
     if cluster_available():  # without the cluster tiers the partition starts past tier shared (test above)
-        assert torch_dsmhist.plan(232448, dtype=torch.float32).tier != "partition"
-    assert torch_dsmhist.plan(232449, dtype=torch.float32).tier == "partition"
-    assert torch_dsmhist.plan(640001).tier == "partition"
-    if not cluster_available():  # without the exchange the partition takes integer input from 232449 bins too
-        assert torch_dsmhist.plan(232449).tier == "partition"
+        assert torch_dsmhist.plan(first - 1, dtype=torch.float32).tier != "partition"
+    assert torch_dsmhist.plan(first, dtype=torch.float32).tier == "partition"
+    assert torch_dsmhist.plan(16 * first).tier == "partition"  # past the exchange's window too
+    if not cluster_available():  # without the exchange the partition takes integer input from there too
+        assert torch_dsmhist.plan(first).tier == "partition"
     for weight_dtype in (torch.float32, torch.float64):
-        assert torch_dsmhist.plan(232449, weight_dtype=weight_dtype).tier == "global"
+        assert torch_dsmhist.plan(first, weight_dtype=weight_dtype).tier == "global"
         assert torch_dsmhist.plan(16 << 20, weight_dtype=weight_dtype).tier == "global"
     assert torch_dsmhist.plan(33521664).tier == "partition"  # the tier's capacity for counts (README)
     assert torch_dsmhist.plan(33521665).tier == "global"
-    for bins in (232449, (4 << 20) + 7):
+    for bins in (first, (4 << 20) + 7):
         for distribution in DISTRIBUTIONS:
             x = make_index_values(3_000_017, bins, torch.int32, distribution, gen).cuda()
             assert torch.equal(torch_dsmhist.histogram(x, bins).cpu(), reference_histogram(x, bins)), (

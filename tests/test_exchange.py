@@ -2,7 +2,7 @@
 in every cluster size that walks a different path (1: no remote block; 5: warps left without a source block; 8 and
 16: the default sizes, whose dense by-value kernels are their own), dropped and clamped values, tiles cut at their
 edges, batched rows (one pass per row), histogram_add_, CUDA graph replay, no host sync, and its refusal of sums;
-then the planner's window for it (tuning.h, kExchangeAutoMinBins to kExchangeAutoMaxBins) and the planned calls.
+then the planner's window for it (tier_exchange.cuh, planner_takes) and the planned calls.
 The tests that force every tier (test_cuda, test_limits, test_fuzz) run it too."""
 
 import pytest
@@ -14,6 +14,7 @@ from conftest import CUDA_OK, CUDA_SKIP_REASON
 from helpers import (
     DISTRIBUTIONS,
     cluster_available,
+    cluster_block_capacity,
     host_sync_raises,
     make_index_values,
     make_range_values,
@@ -161,13 +162,23 @@ def test_graph_replay_and_no_host_sync(gen):
     assert torch.equal(out.cpu(), reference_histogram(x, bins))
 
 
-# The planner's window (tuning.h): counts of integer input binned by value, from kExchangeAutoMinBins to
-# kExchangeAutoMaxBins bins, a histogram of at least kExchangeAutoMinElements elements.
-AUTO_MIN_BINS, AUTO_MAX_BINS, AUTO_MIN_ELEMENTS = 232449, 640000, 1 << 23
+# The planner's window (tier_exchange.cuh, planner_takes): counts of integer input binned by value, past the bins of
+# tier cluster's 2 automatic blocks, up to what 16 blocks hold in the exchange's layout of 4-byte input (72448 bytes of
+# staging, counters and work before the bins, exchange_kernels.cuh), a histogram of at least 2^23 elements. On an H100:
+# 232449 to 640000 bins.
+AUTO_MIN_ELEMENTS = 1 << 23
+
+
+def auto_min_bins() -> int:
+    return 2 * cluster_block_capacity() + 1
+
+
+def auto_max_bins() -> int:
+    return 16 * ((torch.cuda.get_device_properties().shared_memory_per_block_optin - 72448) // 4)
 
 
 def test_planner_takes_it_for_counts_by_value_in_its_window():
-    window = ((AUTO_MIN_BINS, 16), (262144, 16), (524288, 16), (AUTO_MAX_BINS, 16))
+    window = ((auto_min_bins(), 16), (262144, 16), (524288, 16), (auto_max_bins(), 16))
     for bins, size in window:
         for dtype in (torch.int32, torch.int64, torch.int16):
             p = torch_dsmhist.plan(bins, dtype=dtype)
@@ -181,11 +192,11 @@ def test_planner_takes_it_for_counts_by_value_in_its_window():
             assert torch_dsmhist.plan(bins, weight_dtype=weight_dtype).tier != "exchange"
         assert torch_dsmhist.plan(bins, dtype=torch.float32).tier != "exchange"
     # Below it, tier cluster's by-value body (2 blocks of 16-bit counts) where the cluster tiers run.
-    assert torch_dsmhist.plan(AUTO_MIN_BINS - 1).tier != "exchange"
+    assert torch_dsmhist.plan(auto_min_bins() - 1).tier != "exchange"
     if cluster_available():
-        for bins in (116225, 131072, AUTO_MIN_BINS - 1):
+        for bins in (116225, 131072, auto_min_bins() - 1):
             assert torch_dsmhist.plan(bins).tier == "cluster", bins
-    assert torch_dsmhist.plan(AUTO_MAX_BINS + 1).tier == "partition"
+    assert torch_dsmhist.plan(auto_max_bins() + 1).tier == "partition"
     # Forced with no size: 8 blocks (kExchangeSmallCluster) while they keep at most 16384 bins a block, then 16.
     with exchange():
         assert torch_dsmhist.plan(131072).cluster_size == 8
@@ -198,7 +209,7 @@ def test_planned_calls_are_right(gen):
     int16, and a batched call; an integer call with a range is planned elsewhere and right too. (The 8-block dense
     kernels, which only a forced call reaches now, are tested above.)"""
     n = AUTO_MIN_ELEMENTS + 4099
-    for bins in (AUTO_MIN_BINS, 393217, AUTO_MAX_BINS):
+    for bins in (auto_min_bins(), 393217, auto_max_bins()):
         for distribution in DISTRIBUTIONS:
             x = make_index_values(n + 1, bins, torch.int32, distribution, gen).cuda()
             for v in (x[:n], x[1:]):

@@ -205,7 +205,7 @@ class Plan:
             chunk of bins, each chunk counted in one block's shared memory), ``"global"`` (global-memory atomics),
             ``"cluster_dsmem"`` (only when forced: the CUDA guide's remote adds through distributed shared memory),
             ``"exchange"`` (counts only: each value passed to the block of a cluster owning its bin through
-            distributed shared memory; planned for integer input binned by value at 232449-640000 bins) or
+            distributed shared memory; planned for integer input binned by value at 232449-640000 bins on an H100) or
             ``"cpu"``.
         cluster_size: blocks per cluster (1 outside the cluster tiers; 0 on the CPU). In tier ``"cluster"`` with
             counts, ``cluster_size // ceil(bins / bins_per_block)`` blocks keep each range of bins (replicas that

@@ -21,10 +21,10 @@ namespace dsmhist {
 //   exchange       counts only: the bins owned interleaved by the blocks of a cluster; each value is read once and
 //                  passed to its owner through DSMEM (each round: rank by owner, stage, count the group from every
 //                  block's staging). The planner takes it for integer input binned by value between
-//                  kExchangeAutoMinBins and kExchangeAutoMaxBins bins (tuning.h, with the measurements).
+//                  past tier cluster's automatic bins, up to what a 16-block cluster holds (tuning.h).
 //   partition      many bins: the input, in slices, grouped by chunk of bins (kernel 1), then each chunk counted in
 //                  one block's shared memory (kernels 2-3); a workspace of at most 256 MiB. No cluster needed. The
-//                  planner takes it past kPartitionAutoMinBins bins (tuning.h, with the measurements).
+//                  planner takes it past tier cluster's automatic bins (tuning.h, with the measurements).
 //   cluster        the bins split across the blocks of a cluster; every block reads the whole input and counts only
 //                  its own bin range, with local shared-memory atomics (no DSMEM traffic).
 //   global         atomics straight into the output (run merging; a per-block cache of hot bins for counts).

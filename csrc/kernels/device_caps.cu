@@ -42,17 +42,19 @@ cudaError_t cached(std::map<Key, Value>& cache, const Key& key, Value* value, Co
 cudaError_t device_caps(int device, DeviceCaps* caps) {
   static std::map<int, DeviceCaps> cache;
   return cached(cache, device, caps, [device](DeviceCaps* c) {
-    int optin = 0, per_sm = 0, cluster = 0, cooperative = 0;
+    int optin = 0, per_sm = 0, cluster = 0, cooperative = 0, l2 = 0;
     cudaError_t err = cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
     c->shared_optin = optin;
     c->shared_per_sm = per_sm;
     c->cluster_launch = cluster != 0;
     c->cooperative_launch = cooperative != 0;
+    c->l2_bytes = l2;
     return err;
   });
 }

@@ -17,6 +17,7 @@ struct DeviceCaps {
   int64_t shared_per_sm = 0;  // shared memory of one SM, shared by its resident blocks
   bool cluster_launch = false;
   bool cooperative_launch = false;  // a grid whose blocks are all resident at once (grid-wide barriers)
+  int64_t l2_bytes = 0;             // the L2 cache
 };
 
 cudaError_t device_caps(int device, DeviceCaps* caps);

@@ -235,7 +235,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
       f->mode = FusedMode::kOwned;
       f->replicas = 1;
       f->bins_per_block = static_cast<int32_t>((c.bins + f->owners - 1) / f->owners);
-    } else if (c.bins * output_bytes(c.output_type) <= kEdgeGlobalMaxOutputBytes) {
+    } else if (c.bins * output_bytes(c.output_type) <= caps.l2_bytes / kEdgeGlobalOutputL2Divisor) {
       f->mode = FusedMode::kGlobal;
       f->owners = 1;
       f->replicas = 1;

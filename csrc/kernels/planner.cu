@@ -21,10 +21,12 @@ namespace {
 // in the table's order and the first that fits wins:
 //   1. shared  - every block holds all bins: bins * accumulator bytes <= the opt-in shared memory per block
 //                (227 KB on H100: 58112 32-bit counters);
-//   2. exchange - sm_90 code on an sm_90+ device, counts of integer input binned by value, kExchangeAutoMinBins to
-//                kExchangeAutoMaxBins bins (232449-640000) of at least kExchangeAutoMinElements elements (2^23) a
-//                histogram (all measured, tuning.h);
-//   3. partition - counts past kPartitionAutoMinBins bins (232448; without sm_90 code, every count tier 1 declines)
+//   2. exchange - sm_90 code on an sm_90+ device, counts of integer input binned by value, past the bins tier
+//                cluster's kClusterAutoMaxBlocks blocks hold up to what a 16-block cluster of the exchange holds
+//                (232449-640000 on an H100), at least kExchangeAutoMinElements elements (2^23) a histogram (all
+//                measured, tuning.h);
+//   3. partition - counts past the bins of tier cluster's kClusterAutoMaxBlocks blocks (232448 on an H100; without
+//                sm_90 code, every count tier 1 declines)
 //                of at least kPartitionAutoMinElements elements (2^23) a histogram (both measured, tuning.h), up to
 //                its capacity (tier_partition.cuh, auto_min_bins);
 //   4. cluster - sm_90 code on an sm_90+ device, the bins fit kClusterAutoMaxBlocks blocks (counts; sums:

@@ -216,22 +216,29 @@ inline bool by_value(BinMode mode, const TierContext& ctx) {
   return mode == BinMode::kIndex && ctx.kernels.tier_kernel(Tier::kExchange, kByValue) != nullptr;
 }
 
-// The planner's rule (measured: tuning.h): counts of integer input binned by value, kExchangeAutoMinBins to
-// kExchangeAutoMaxBins bins, at least kExchangeAutoMinElements elements a histogram.
+// The most bins the planner gives the tier: what a cluster of kMaxClusterSize blocks holds in the layout of 4-byte
+// input (640000 on an H100; the layout of 1- and 2-byte input is the same, 8-byte input holds more).
+inline int64_t auto_max_bins(const DeviceCaps& caps) {
+  constexpr detail::exchange::Layout kFourByteLayout(4);
+  return kMaxClusterSize * std::max<int64_t>(0, (caps.shared_optin - kFourByteLayout.bins_offset) / 4);
+}
+
+// The planner's rule (measured: tuning.h): counts of integer input binned by value, past tier cluster's automatic bins
+// up to auto_max_bins, at least kExchangeAutoMinElements elements a histogram.
 inline bool planner_takes(const TierContext& ctx) {
   const PlanRequest& request = ctx.request;
-  return by_value(request.mode, ctx) && request.bins >= kExchangeAutoMinBins && request.bins <= kExchangeAutoMaxBins &&
-         request.elements_per_histogram >= kExchangeAutoMinElements;
+  return by_value(request.mode, ctx) && request.bins > cluster_auto_max_count_bins(ctx.caps) &&
+         request.bins <= auto_max_bins(ctx.caps) && request.elements_per_histogram >= kExchangeAutoMinElements;
 }
 
 // Counts only. The forced cluster size, or kExchangeSmallCluster blocks where that keeps at most kExchangeBlockBins
 // bins a block, else kMaxClusterSize (measured: tuning.h); failing those, the smallest that holds the bins.
-static_assert(kExchangeAutoMinBins == 232449 && kExchangeAutoMaxBins == 640000 &&
-                  kExchangeAutoMinElements == (int64_t(1) << 23),
-              "kNotChosen states kExchangeAutoMinBins, kExchangeAutoMaxBins and kExchangeAutoMinElements");
+static_assert(kClusterAutoMaxBlocks == 2 && kMaxClusterSize == 16 && kExchangeAutoMinElements == (int64_t(1) << 23),
+              "kNotChosen states kClusterAutoMaxBlocks, kMaxClusterSize and kExchangeAutoMinElements");
 constexpr const char* kNotChosen =
-    "the planner takes tier 'exchange' only for counts of integer input by value at 232449-640000 bins, 2^23 elements "
-    "or more";
+    "the planner takes tier 'exchange' only for counts of integer input by value past the bins two blocks of tier "
+    "'cluster' hold, up to what a 16-block cluster holds of 4-byte input (232449-640000 bins on an H100), 2^23 "
+    "elements or more";
 constexpr const char* kCountsOnly =
     "tier 'exchange' adds counts only: weighted sums (deterministic or not) take another tier";
 

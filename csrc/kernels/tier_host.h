@@ -107,6 +107,17 @@ inline PlanStatus fit_first_cluster_size(const TierContext& ctx, Tier tier, cons
   return PlanStatus::declines(size_refused ? kClusterSizeUnsupported : kClusterTooSmall);
 }
 
+// Count bins one block of tier cluster holds as packed 16-bit counts, 8 a 16-byte vector of its opt-in shared memory
+// (116224 on an H100).
+inline int64_t packed_block_bins(const DeviceCaps& caps) { return caps.shared_optin / 16 * 8; }
+
+// The most count bins the automatic plan gives tier cluster, kClusterAutoMaxBlocks blocks of packed counts (232448 on
+// an H100): past them counts go to the exchange and the partition. The thresholds between the tiers are written as
+// the device's capacities, not as H100 bin counts, so that another device's plan follows its shared memory.
+inline int64_t cluster_auto_max_count_bins(const DeviceCaps& caps) {
+  return kClusterAutoMaxBlocks * packed_block_bins(caps);
+}
+
 inline int64_t ceil_pow2(int64_t x) {
   int64_t p = 1;
   while (p < x) p *= 2;

@@ -127,7 +127,7 @@ inline PlanStatus fit(const TierContext& ctx, bool automatic, HistogramPlan* pla
   const AccKind acc = ctx.request.acc;
   // 8 packed counts a 16-byte vector (116224 on an H100), else the accumulators that fit.
   const int64_t block_capacity =
-      packs_counts(acc) ? ctx.caps.shared_optin / 16 * 8 : ctx.caps.shared_optin / accumulator_bytes(acc);
+      packs_counts(acc) ? packed_block_bins(ctx.caps) : ctx.caps.shared_optin / accumulator_bytes(acc);
   const int64_t auto_max_blocks = packs_counts(acc) ? kClusterAutoMaxBlocks : kClusterAutoMaxBlocksForSums;
   if (automatic && ctx.request.bins > auto_max_blocks * block_capacity) return PlanStatus::declines(kClusterTooSmall);
   if (automatic && few_elements_per_bin(ctx.request)) return PlanStatus::declines(kFewElementsPerBinRefusal);

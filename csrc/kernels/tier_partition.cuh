@@ -40,18 +40,20 @@ inline int chunk_shift_for(AccKind acc) {
 // The most bins per row the tier takes: a slice's bins, one chunk of misalignment included, fit kPartitionMaxChunks.
 inline int64_t max_bins(AccKind acc) { return (int64_t(kPartitionMaxChunks) - 1) << chunk_shift_for(acc); }
 
-// The most bins the planner leaves to the tiers before it: kPartitionAutoMinBins where the cluster tiers run; without
-// them (a GPU before sm_90, or a binary without sm_90 code) none, so it takes every count tier "shared" declines,
-// which the planner asks first (measured: tuning.h, beside kPartitionAutoMinBins).
-inline int64_t auto_min_bins(const TierContext& ctx) { return ctx.cluster_code ? kPartitionAutoMinBins : 0; }
+// The most bins the planner leaves to the tiers before it: tier cluster's automatic bins where the cluster tiers run
+// (cluster_auto_max_count_bins: 232448 on an H100); without them (a GPU before sm_90, or a binary without sm_90 code)
+// none, so it takes every count tier "shared" declines, which the planner asks first (measured: tuning.h).
+inline int64_t auto_min_bins(const TierContext& ctx) {
+  return ctx.cluster_code ? cluster_auto_max_count_bins(ctx.caps) : 0;
+}
 
 // The planner takes it for counts past auto_min_bins with kPartitionAutoMinElements elements or more a histogram
 // (measured: tuning.h); forced, for any call it holds.
-static_assert(kPartitionAutoMinBins == 232448 && kPartitionAutoMinElements == (int64_t(1) << 23),
-              "kNotChosen states kPartitionAutoMinBins and kPartitionAutoMinElements");
+static_assert(kClusterAutoMaxBlocks == 2 && kPartitionAutoMinElements == (int64_t(1) << 23),
+              "kNotChosen states kClusterAutoMaxBlocks and kPartitionAutoMinElements");
 constexpr const char* kNotChosen =
-    "the planner takes tier 'partition' only for counts past 232448 bins (where the cluster tiers run; else past tier "
-    "'shared'), 2^23 elements or more";
+    "the planner takes tier 'partition' only for counts past the bins two blocks of tier 'cluster' hold (232448 on an "
+    "H100; without the cluster tiers, past tier 'shared'), 2^23 elements or more";
 constexpr const char* kTooManyBins =
     "tier 'partition' holds at most 33521664 bins per row for counts and float32 sums, 16760832 for float64 and "
     "deterministic sums";

@@ -52,15 +52,17 @@ constexpr int kEdgeMaxReplicas = 8;
 constexpr int64_t kEdgeReplicaBytes = 32 * 1024;
 // Blocks that split the bins of one group (each reads every point of the group); no A/B yet. docs/tiers/edges.md
 constexpr int kEdgeMaxOwnerBlocks = 4;
-// Global atomics into an output of at most half the H100's 50 MiB L2; no A/B yet. docs/tiers/edges.md
-constexpr int64_t kEdgeGlobalMaxOutputBytes = int64_t(24) << 20;
+// Global atomics into an output of at most 1 / this of the L2 (25 MiB on an H100, 24 MiB before 2026-11-26); no A/B
+// yet. docs/tiers/edges.md
+constexpr int64_t kEdgeGlobalOutputL2Divisor = 2;
 // A block per 16 points a thread at least: small calls in few blocks, fewer flushes; no A/B yet. docs/tiers/edges.md
 constexpr int64_t kEdgeMinPointsPerThread = 16;
 
 // ----- Cluster tiers -----------------------------------------------------------------------------------------------
 
 // 2 blocks (232448 bins) beat the partition (uniform 0.719 / 1.18 ms); 3 blocks (262144) lose to the exchange on every
-// distribution (uniform 1.00 / 0.904) (H100, 2026-11-24). docs/tiers/cluster.md
+// distribution (uniform 1.00 / 0.904) (H100, 2026-11-24). Past the bins these blocks hold (cluster_auto_max_count_bins,
+// tier_host.h: 232448 on an H100) counts go to the exchange and the partition. docs/tiers/cluster.md
 constexpr int kClusterAutoMaxBlocks = 2;
 // Divisor 1 / 4 for small calls at 116224 bins: 2^22 values 70.5 / 50.3 us, 2^23 79.4 / 60.1 (H100, 2026-11-24).
 // docs/tiers/cluster.md
@@ -91,11 +93,11 @@ constexpr int kExchangePrefetchRounds = 1;
 // docs/tiers/exchange.md
 constexpr int kExchangeSmallCluster = 8;
 constexpr int64_t kExchangeBlockBins = 16384;
-// Below it tier cluster's 2 blocks win on every distribution (116225-232448 bins: uniform 0.59-0.73 against 0.88-0.90
-// ms; H100, 2026-11-24). Past the max: the partition (the most a 16-block cluster holds for 4-byte input), whose worst
-// there is 1.43x the exchange's (Zipf) against the exchange's 1.18x (one hot). docs/tiers/exchange.md
-constexpr int64_t kExchangeAutoMinBins = 232449;
-constexpr int64_t kExchangeAutoMaxBins = 640000;
+// The window, relative to capacity (tier_exchange.cuh, planner_takes): from past tier cluster's automatic bins (232449
+// on an H100), below which its 2 blocks win on every distribution (116225-232448 bins: uniform 0.59-0.73 against
+// 0.88-0.90 ms; H100, 2026-11-24), to the most a 16-block cluster holds for 4-byte input (640000 on an H100), past
+// which the partition's worst is 1.43x the exchange's (Zipf) against the exchange's 1.18x (one hot).
+// docs/tiers/exchange.md
 // 262144 bins, 2^23 values: 67.1 us against the partition's 112.8 (uniform); 2^22 within 6% of global (H100,
 // 2026-11-24). docs/tiers/exchange.md
 constexpr int64_t kExchangeAutoMinElements = int64_t(1) << 23;
@@ -139,9 +141,9 @@ constexpr int kPartitionEndToEndCountGroup = 4;
 // Four for sums lost: float32 weights 8-17% slower (1M uniform 2.030 -> 2.239 ms; H100, 2026-11-24).
 // docs/tiers/partition.md
 constexpr int kPartitionEndToEndSumGroup = 2;
-// Past 232448 bins the partition's worst is 0.97-1.36x global's (sorted; one hot at 16M), global's 2.9-9.7x the
-// partition's (uniform, Zipf) (H100, 2026-11-25). docs/tiers/partition.md
-constexpr int64_t kPartitionAutoMinBins = 232448;
+// The partition takes counts past tier cluster's automatic bins (cluster_auto_max_count_bins, tier_host.h: 232448 on
+// an H100): there its worst is 0.97-1.36x global's (sorted; one hot at 16M), global's 2.9-9.7x the partition's
+// (uniform, Zipf) (H100, 2026-11-25). docs/tiers/partition.md
 // 262144 bins: 2^22 values 106.3 us against global's 55.7, 2^24 152.1 against 207.8 (uniform; H100, 2026-11-23).
 // docs/tiers/partition.md
 constexpr int64_t kPartitionAutoMinElements = int64_t(1) << 23;
