@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "call_params.h"
 #include "edges_args.h"
 
 namespace dsmhist {

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "edges_bodies.h"
+#include "call_params.h"
 #include "histogram_args.h"
 
 namespace dsmhist {
