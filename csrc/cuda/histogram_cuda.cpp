@@ -190,16 +190,18 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
                    rows == 0 ? INT64_MAX : call.elements_per_histogram(), call.mode);
   const PreparedCall prepared = prepare_or_throw("torch_dsmhist.plan", call, request);
   const HistogramPlan& plan = prepared.plan;
-  const LaunchShape& launch = prepared.shape;
+  // A call with no elements launches nothing: its launch is reported as zeros (prepare_histogram shapes none).
+  const LaunchShape& shape = prepared.shape;
+  const bool launched = call.elements() > 0;
   return {static_cast<int64_t>(plan.tier),
           plan.cluster_size,
           plan.shared_bytes,
           plan.threads,
           plan.bins_per_block,
-          rows > 0 ? launch.threads : 0,
-          rows > 0 ? std::max(launch.cluster_dim, 1) : 0,
-          rows > 0 ? launch.grid : 0,
-          rows > 0 ? launch.shared_bytes : 0};
+          launched ? shape.threads : 0,
+          launched ? std::max(shape.cluster_dim, 1) : 0,
+          launched ? shape.grid : 0,
+          launched ? shape.shared_bytes : 0};
 }
 
 TORCH_LIBRARY_IMPL(dsmhist, CUDA, m) { register_op_bodies<CudaBackend>(m); }

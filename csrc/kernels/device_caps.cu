@@ -1,47 +1,17 @@
-// Device capabilities and occupancy, cached per device and kernel behind one mutex (see device_caps.h).
+// Device capabilities and occupancy, kept per device and kernel (KeptAnswers, kept_answers.h; see device_caps.h).
 #include "device_caps.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <tuple>
 #include <utility>
 
+#include "kept_answers.h"
+
 namespace dsmhist {
 
-namespace {
-
-std::mutex& cache_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-// The one caching pattern of this file: the answer for `key` from `cache`, else compute(&value), stored when it
-// succeeds. The query runs outside the lock (it may take a while, and computing one answer twice is harmless).
-template <typename Key, typename Value, typename Compute>
-cudaError_t cached(std::map<Key, Value>& cache, const Key& key, Value* value, Compute&& compute) {
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex());
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      *value = it->second;
-      return cudaSuccess;
-    }
-  }
-  Value computed{};
-  const cudaError_t err = compute(&computed);
-  if (err != cudaSuccess) return err;
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  cache.emplace(key, computed);
-  *value = computed;
-  return cudaSuccess;
-}
-
-}  // namespace
-
 cudaError_t device_caps(int device, DeviceCaps* caps) {
-  static std::map<int, DeviceCaps> cache;
-  return cached(cache, device, caps, [device](DeviceCaps* c) {
+  static KeptAnswers<int, DeviceCaps> cache;
+  return cache.get(device, caps, [device](DeviceCaps* c) {
     int optin = 0, per_sm = 0, cluster = 0, cooperative = 0, l2 = 0;
     cudaError_t err = cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device);
@@ -60,9 +30,9 @@ cudaError_t device_caps(int device, DeviceCaps* caps) {
 }
 
 cudaError_t configure_kernel(const void* kernel, int device, const DeviceCaps& caps, bool is_cluster_kernel) {
-  static std::map<std::pair<const void*, int>, bool> cache;
+  static KeptAnswers<std::pair<const void*, int>, bool> cache;
   bool configured = false;
-  return cached(cache, std::make_pair(kernel, device), &configured, [&](bool* done) {
+  return cache.get(std::make_pair(kernel, device), &configured, [&](bool* done) {
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(caps.shared_optin));
     if (err != cudaSuccess) return err;
@@ -79,9 +49,9 @@ cudaError_t configure_kernel(const void* kernel, int device, const DeviceCaps& c
 
 bool cluster_code_available(const void* cluster_kernel, int device, const DeviceCaps& caps) {
   if (caps.cc_major < 9 || !caps.cluster_launch) return false;
-  static std::map<std::pair<const void*, int>, bool> cache;
+  static KeptAnswers<std::pair<const void*, int>, bool> cache;
   bool available = false;
-  cached(cache, std::make_pair(cluster_kernel, device), &available, [&](bool* answer) {
+  cache.get(std::make_pair(cluster_kernel, device), &available, [&](bool* answer) {
     cudaFuncAttributes attributes;
     if (cudaFuncGetAttributes(&attributes, cluster_kernel) == cudaSuccess) {
       *answer = attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
@@ -98,8 +68,8 @@ cudaError_t blocks_per_sm(const void* kernel, int device, const DeviceCaps& caps
                           int* blocks) {
   cudaError_t err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
   if (err != cudaSuccess) return err;
-  static std::map<std::tuple<const void*, int, int, int64_t>, int> cache;
-  return cached(cache, std::make_tuple(kernel, device, threads, shared_bytes), blocks, [&](int* b) {
+  static KeptAnswers<std::tuple<const void*, int, int, int64_t>, int> cache;
+  return cache.get(std::make_tuple(kernel, device, threads, shared_bytes), blocks, [&](int* b) {
     const cudaError_t query =
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(b, kernel, threads, static_cast<size_t>(shared_bytes));
     *b = std::max(*b, 1);
@@ -127,18 +97,17 @@ cudaError_t max_active_clusters(const void* kernel, int device, const DeviceCaps
                                 int64_t shared_bytes, int* clusters) {
   cudaError_t err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/true);
   if (err != cudaSuccess) return err;
-  static std::map<std::tuple<const void*, int, int, int, int64_t>, int> cache;
-  return cached(cache, std::make_tuple(kernel, device, cluster_size, threads, shared_bytes), clusters,
-                [&](int* answer) {
-                  cudaLaunchAttribute attribute;
-                  const cudaLaunchConfig_t config =
-                      cluster_launch_config(cluster_size, cluster_size, threads, shared_bytes, nullptr, &attribute);
-                  if (cudaOccupancyMaxActiveClusters(answer, kernel, &config) != cudaSuccess) {
-                    cudaGetLastError();  // an unsupported size is an answer ("none"), not a failure of the call
-                    *answer = 0;
-                  }
-                  return cudaSuccess;
-                });
+  static KeptAnswers<std::tuple<const void*, int, int, int, int64_t>, int> cache;
+  return cache.get(std::make_tuple(kernel, device, cluster_size, threads, shared_bytes), clusters, [&](int* answer) {
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config =
+        cluster_launch_config(cluster_size, cluster_size, threads, shared_bytes, nullptr, &attribute);
+    if (cudaOccupancyMaxActiveClusters(answer, kernel, &config) != cudaSuccess) {
+      cudaGetLastError();  // an unsupported size is an answer ("none"), not a failure of the call
+      *answer = 0;
+    }
+    return cudaSuccess;
+  });
 }
 
 }  // namespace dsmhist

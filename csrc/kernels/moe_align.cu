@@ -2,11 +2,10 @@
 // cooperative grid whose blocks share them through global memory (a workspace) across one grid-wide barrier. This
 // file plans and launches; moe_align_body.cuh is what every block runs.
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "device_caps.h"
+#include "kept_answers.h"
 #include "moe_align.h"
 #include "moe_align_body.cuh"
 
@@ -16,7 +15,7 @@ namespace {
 
 using namespace moe_align_detail;  // NOLINT: the kernel's own tuning and body
 
-// Plans kept at most (past this the cache starts over: a caller cycling through many sizes plans afresh).
+// Plans kept at most (KeptAnswers starts over past this).
 constexpr size_t kMaxKeptPlans = 256;
 
 __global__ void __launch_bounds__(kMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
@@ -139,25 +138,12 @@ using PlanKey = std::tuple<int, int64_t, int32_t, int64_t>;
 cudaError_t plan_moe_align(const MoeParams& p, int device, MoeLaunch* launch) {
   // Plans are kept per shape: a model calls with a handful of shapes, and a kept plan costs one lookup where planning
   // asks several device caches.
-  static std::mutex mutex;
-  static std::map<PlanKey, MoeLaunch> plans;
-  const PlanKey key{device, p.n, p.num_experts, p.sorted_size};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = plans.find(key);
-    if (it != plans.end()) {
-      *launch = it->second;
-      return cudaSuccess;
-    }
-  }
-  DeviceCaps caps;
-  cudaError_t err = device_caps(device, &caps);
-  if (err == cudaSuccess) err = plan_moe(p, device, caps, /*allow_grid=*/true, launch);
-  if (err != cudaSuccess) return err;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (plans.size() >= kMaxKeptPlans) plans.clear();
-  plans.emplace(key, *launch);
-  return cudaSuccess;
+  static KeptAnswers<PlanKey, MoeLaunch> plans(kMaxKeptPlans);
+  return plans.get(PlanKey{device, p.n, p.num_experts, p.sorted_size}, launch, [&](MoeLaunch* planned) {
+    DeviceCaps caps;
+    const cudaError_t err = device_caps(device, &caps);
+    return err != cudaSuccess ? err : plan_moe(p, device, caps, /*allow_grid=*/true, planned);
+  });
 }
 
 cudaError_t launch_moe_align(const MoeParams& p, const MoeLaunch& launch, int device, cudaStream_t stream,

@@ -4,11 +4,10 @@
 // (common/tiers.h); this file only asks them. Nothing here touches a stream.
 #include <cuda_runtime.h>
 
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "device_caps.h"
+#include "kept_answers.h"
 #include "kernels.h"
 #include "tier_host.h"
 #include "tier_units.cuh"
@@ -70,18 +69,8 @@ struct KeptPlan {
   bool cluster_code = false;
 };
 
-// Plans kept at most (past this the cache starts over: a caller cycling through many sizes plans afresh).
+// Plans kept at most (KeptAnswers starts over past this).
 constexpr size_t kMaxKeptPlans = 1024;
-
-std::mutex& kept_plans_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-std::map<PlanKey, KeptPlan>& kept_plans() {
-  static std::map<PlanKey, KeptPlan> plans;
-  return plans;
-}
 
 }  // namespace
 
@@ -91,27 +80,21 @@ PlanStatus prepare_histogram(const HistogramParams& p, const PlanRequest& reques
   call->shape = LaunchShape{};
   call->workspace_bytes = 0;
   // A model calls with a handful of shapes: a kept plan costs one lookup where planning asks each tier in turn.
+  // (Refusals are not kept: they raise.)
+  static KeptAnswers<PlanKey, KeptPlan> kept_plans(kMaxKeptPlans);
   const PlanKey key = key_of(request);
-  bool kept = false;
-  {
-    std::lock_guard<std::mutex> lock(kept_plans_mutex());
-    const auto it = kept_plans().find(key);
-    if (it != kept_plans().end()) {
-      call->plan = it->second.plan;
-      call->caps = it->second.caps;
-      call->cluster_code = it->second.cluster_code;
-      kept = true;
-    }
-  }
-  if (!kept) {
+  KeptPlan kept;
+  if (kept_plans.find(key, &kept)) {
+    call->plan = kept.plan;
+    call->caps = kept.caps;
+    call->cluster_code = kept.cluster_code;
+  } else {
     const cudaError_t err = device_caps(request.device, &call->caps);
     if (err != cudaSuccess) return PlanStatus::query_failed(err);
     call->cluster_code = cluster_code_of(call->kernels, request.device, call->caps);
     const PlanStatus status = plan_for(TierContext::of(*call), &call->plan);
     if (!status.ok()) return status;
-    std::lock_guard<std::mutex> lock(kept_plans_mutex());
-    if (kept_plans().size() >= kMaxKeptPlans) kept_plans().clear();
-    kept_plans().emplace(key, KeptPlan{call->plan, call->caps, call->cluster_code});
+    kept_plans.keep(key, KeptPlan{call->plan, call->caps, call->cluster_code});
   }
   if (p.elements() == 0) return PlanStatus::fits();
   const TierContext ctx = TierContext::of(*call);
