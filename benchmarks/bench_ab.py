@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Did a change move any tier? Times one fixed set of calls, a case for every tier and kernel body (counts by value
 and by range, dropped and clamped, 1-byte tallies, stored rows, the small-call cluster, weighted and deterministic
-sums), so that two builds can be compared in one device session:
+sums, and each mode of the fused bin-edges path), so that two builds can be compared in one device session:
 
     python benchmarks/bench_ab.py --tag base --out ab.jsonl      # with the base build importable
     python benchmarks/bench_ab.py --tag new --out ab.jsonl       # with the new one (alternate the two, 2-3 rounds)
     python benchmarks/bench_ab.py --compare ab.jsonl [--threshold 1.02]
+    python benchmarks/bench_ab.py --tag new --cases edges    # only the cases whose name matches a regex
 
 Each case: median ms of 15 CUDA-event timings after 100 ms of warm-up, checked first against torch (bincount, histc
 or index_add_ in float64). --compare prints per case the best (least) time of each tag over its rounds and the
@@ -15,6 +16,7 @@ the figures recorded in RESULTS.md instead (across sessions and machines, so wit
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections import defaultdict
@@ -94,6 +96,35 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
 
         return setup
 
+    def edges(n: int, sizes: Tuple[int, ...], linspace: bool = False):
+        """n points of len(sizes) dims (float32, randn, correlated coordinates as bench_edges.py's) over sorted
+        edges (a randn sample of each size, or linspace over [-4, 4]); counted against bucketize + bincount."""
+
+        def setup():
+            coords = [torch.randn(n, device="cuda", generator=gen)]
+            while len(coords) < len(sizes):
+                coords.append(0.6 * coords[-1] + 0.8 * torch.randn(n, device="cuda", generator=gen))
+            points = torch.stack(coords, 1).contiguous()
+            dim_edges = [
+                torch.linspace(-4.0, 4.0, s, device="cuda")
+                if linspace
+                else torch.randn(s, device="cuda", generator=gen).sort().values
+                for s in sizes
+            ]
+            flat = torch.zeros(n, dtype=torch.int64, device="cuda")
+            kept = torch.ones(n, dtype=torch.bool, device="cuda")
+            for d, e in enumerate(dim_edges):
+                b = torch.bucketize(points[:, d], e, right=True) - 1
+                b = torch.where(points[:, d] == e[-1], len(e) - 2, b)
+                kept &= (b >= 0) & (b <= len(e) - 2)
+                flat = flat * (len(e) - 1) + b.clamp(min=0)
+            expected = torch.bincount(flat[kept], minlength=int(torch.tensor(sizes).sub(1).prod()))
+            if len(sizes) == 1:
+                return (lambda: torch_dsmhist.histogram_edges(points[:, 0], dim_edges[0])), expected
+            return (lambda: torch_dsmhist.histogramdd(points, dim_edges).flatten()), expected
+
+        return setup
+
     return [
         *[(f"counts {b}", by_value(b)) for b in (256, 4096, 32768, 58112, 65536, 131072, 262144, 1 << 20)],
         ("counts 4096 shared", by_value(4096, "shared")),
@@ -113,13 +144,19 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
         ("deterministic 4096", weighted(4096, True)),
         ("batched 4096 x 65536, 256 bins", batched(4096, 65536, 256)),
         ("small 16384 ids, 256 bins", small(16384, 256)),
+        *[(f"edges 1-D {s}", edges(1 << 26, (s,))) for s in (101, 1001, 10001)],
+        ("edges 1-D 1001 linspace", edges(1 << 26, (1001,), linspace=True)),
+        *[(f"edges 2-D {s - 1}^2", edges(1 << 26, (s, s))) for s in (65, 257, 1025)],
+        ("edges 3-D 16^3", edges(1 << 25, (17, 17, 17))),
     ]
 
 
-def measure(tag: str, out: str) -> int:
+def measure(tag: str, out: str, selected: str) -> int:
     failures = 0
     with open(out, "a") as f:
         for name, setup in cases():
+            if not re.search(selected, name):
+                continue
             call, expected = setup()
             got = call()
             ok = got.shape[-1] == expected.shape[-1] and (
@@ -167,10 +204,11 @@ def main() -> int:
     parser.add_argument("--out", default="ab.jsonl")
     parser.add_argument("--compare")
     parser.add_argument("--threshold", type=float, default=1.02)
+    parser.add_argument("--cases", default="", help="time only the cases whose name matches this regex")
     args = parser.parse_args()
     if args.compare:
         return compare(args.compare, args.threshold)
-    return measure(args.tag, args.out)
+    return measure(args.tag, args.out, args.cases)
 
 
 if __name__ == "__main__":
