@@ -31,6 +31,9 @@ SHAPES = [
     ("1-D, 30000 bins", (30000,), "two stages"),
     ("2-D, 1024x1024", (1024, 1024), "global"),
 ]
+# Edges a cell's table entry holds where the planner must pick it (H100 / H200): two for 1-D float edges while the
+# whole table fits at four cells an edge, one beyond and in N-D (the tests above run both kernels).
+ENTRY_EDGES = {"1-D, 10 bins": 2, "2-D, 64x64": 1, "1-D, 5000 bins": 1}
 DISTRIBUTIONS = ["uniform", "one_hot", "sorted", "zipf", "two_edge_bins"]
 
 
@@ -209,6 +212,8 @@ def test_launch_log_names_the_fused_mode():
             continue
         assert len(lines) == 1 and "fused edges, mode " + mode + "," in lines[0], (label, lines)
         assert re.search(rf"dims {len(shape)}, bins {int(np.prod(shape))},", lines[0]), lines[0]
+        if label in ENTRY_EDGES:
+            assert f"edges a cell entry {ENTRY_EDGES[label]}" in lines[0], (label, lines[0])
     forced, doubles, deterministic = calls[len(shapes) :]
     assert forced and all("tier global" in line for line in forced), forced
     assert len(doubles) == 1 and "fused edges, mode global, float64 sums" in doubles[0], doubles

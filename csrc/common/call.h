@@ -13,7 +13,7 @@ enum class WeightType : int32_t { kNone, kFloat16, kBFloat16, kFloat32, kFloat64
 enum class OutputType : int32_t { kInt32, kInt64, kFloat32, kFloat64 };
 
 // What happens to a value outside the bins (the ops' out_of_range): kIgnore drops it, kClamp counts it in the first or
-// last bin (NaN is always dropped). The rule is the Binner's and its keys' (binning.h), and edge_bin_outside's
+// last bin (NaN is always dropped). The rule is the Binner's and its keys' (binning.h), and edge_bin_of_upper_bound's
 // (edge_binning.h).
 enum class OutOfRange : int32_t { kIgnore, kClamp };
 

@@ -79,19 +79,16 @@ struct NotDeduced {
   using type = T;
 };
 
-// The two halves of edge_bin's rule (the fused CUDA kernel applies them to a search of its own): the bin of an x
-// outside [e_0, e_last] or NaN (-1, or clamped the first / last bin; NaN is always -1) ...
+// x's bin from its upper bound `above` among all `count` edges (the first edge greater than x; 0 for x below the
+// first edge or NaN, count for x at or past the last): bin above - 1, the last edge closing the last bin. Past the
+// edges (or NaN): -1, or with kClamp the first / last bin (NaN is always -1). Always in [-1, count - 2], whatever
+// `above` in [0, count] (unsorted edges give some bin inside the output). The fused CUDA kernel applies it to an
+// upper bound of its own.
 template <typename E, typename I>
-DSMHIST_HD I edge_bin_outside(E x, E first, I count, OutOfRange out_of_range) {
-  if (out_of_range != OutOfRange::kClamp || x != x) return -1;
-  return x < first ? 0 : count - 2;
-}
-
-// ... and the bin of an x inside, from upper_bound(x), the first edge above it (x == e_last joins the last bin).
-template <typename I>
-DSMHIST_HD I edge_bin_inside(I upper_bound, I count) {
-  const I bin = upper_bound - 1;
-  return bin < 0 ? 0 : (bin > count - 2 ? count - 2 : bin);
+DSMHIST_HD I edge_bin_of_upper_bound(I above, E x, E last, I count, OutOfRange out_of_range) {
+  const I bin = above - 1, top = count - 2;
+  if (out_of_range == OutOfRange::kClamp) return x != x ? I(-1) : (bin < 0 ? I(0) : (bin > top ? top : bin));
+  return bin <= top ? bin : (x == last ? top : I(-1));
 }
 
 // x's bin among `count` edges (count - 1 bins; count >= 2): bin i is [e_i, e_{i+1}), the last bin closed. Outside
@@ -101,8 +98,8 @@ template <typename E, typename I>
 DSMHIST_HD I edge_bin(E x, const E* edges, I count, typename NotDeduced<I>::type search_lo,
                       typename NotDeduced<I>::type search_hi, OutOfRange out_of_range) {
   const E first = edges[0], last = edges[count - 1];
-  if (!(x >= first && x <= last)) return edge_bin_outside<E, I>(x, first, count, out_of_range);
-  return edge_bin_inside<I>(upper_bound_between<E, I>(edges, search_lo, search_hi, x), count);
+  const I above = x >= first ? (x <= last ? upper_bound_between<E, I>(edges, search_lo, search_hi, x) : count) : I(0);
+  return edge_bin_of_upper_bound<E, I>(above, x, last, count, out_of_range);
 }
 
 // The cell of a uniform grid of `cells` cells over [first, last] that x falls in: the CUDA lookup table's cell, and the

@@ -148,13 +148,13 @@ struct CudaBackend {
     C10_CUDA_CHECK(launch_edge_histogram(p, counts, device, c10::cuda::getCurrentCUDAStream(), &plan));
     if (!plan.fused) return false;
     if (log_launches()) {
-      std::fprintf(stderr,
-                   "torch_dsmhist launch: %s on cuda:%d: fused edges, mode %s, %s of %s, dims %d, bins %lld, points "
-                   "%lld, grid %lld, threads %d, shared %lld bytes/block, replicas %d, owners %d\n",
-                   op, device, plan.mode, acc_name(counts.acc), input_type_name(p.input_type), p.dims,
-                   static_cast<long long>(counts.bins), static_cast<long long>(p.points),
-                   static_cast<long long>(plan.grid), plan.threads, static_cast<long long>(plan.shared_bytes),
-                   plan.replicas, plan.owners);
+      std::fprintf(
+          stderr,
+          "torch_dsmhist launch: %s on cuda:%d: fused edges, mode %s, %s of %s, dims %d, bins %lld, points "
+          "%lld, grid %lld, threads %d, shared %lld bytes/block, replicas %d, owners %d, edges a cell entry %d\n",
+          op, device, plan.mode, acc_name(counts.acc), input_type_name(p.input_type), p.dims,
+          static_cast<long long>(counts.bins), static_cast<long long>(p.points), static_cast<long long>(plan.grid),
+          plan.threads, static_cast<long long>(plan.shared_bytes), plan.replicas, plan.owners, plan.edges_per_entry);
       std::fflush(stderr);
     }
     return true;

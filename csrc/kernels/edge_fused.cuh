@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -37,26 +38,31 @@ __device__ __forceinline__ int32_t fused_cell(E x, const DimFacts<E>& d) {
 }
 
 // One cell of a dim's fused table: which edges lie in it (span: the index of its first edge, low 24 bits; how many,
-// high 8 bits, kSaturatedCellEdges meaning that many or more, searched up to the dim's last edge) and the first of
-// them, so one shared-memory load answers a cell of at most one edge.
-template <typename E>
-struct alignas(2 * sizeof(E)) CellEntry {
+// high 8 bits, kSaturatedCellEdges meaning that many or more, searched up to the dim's last edge) and the kEdges
+// edges from its first on (NaN past the dim's last edge), so one shared-memory load answers a cell of at most kEdges
+// edges. An edge of a later cell is above every x of this one (the cell is monotone in x), so comparing x with the
+// entry's edges counts exactly the edges at or below x, whichever cell they lie in. kEdges 2 (16 bytes an entry, one
+// vector load) where the table fits, 1 (8 bytes) where it must be smaller.
+template <typename E, int kEdges>
+struct alignas(kEdges == 1 ? 2 * sizeof(E) : 16) CellEntry {
+  static_assert(kEdges == 1 || (kEdges == 2 && sizeof(E) == 4), "two edges an entry for float edges only");
   uint32_t span;
-  E first_edge;
+  E edge[kEdges];
 };
 
 // Builds one dim's fused table (cells entries), by the whole block.
-template <typename E>
-__device__ void build_cell_entries(const E* edges, const DimFacts<E>& d, CellEntry<E>* entries) {
+template <typename E, int kEdges>
+__device__ void build_cell_entries(const E* edges, const DimFacts<E>& d, CellEntry<E, kEdges>* entries) {
   const auto below = [&](int32_t c) {
     return edges_below_cell<E, int32_t>(edges, d.edge_count, c, [&](E edge) { return fused_cell(edge, d); });
   };
   for (int32_t c = threadIdx.x; c < d.cells; c += blockDim.x) {
     const int32_t first = below(c);
     const int32_t in_cell = min((c + 1 < d.cells ? below(c + 1) : d.edge_count) - first, kSaturatedCellEdges);
-    CellEntry<E> entry;
+    CellEntry<E, kEdges> entry;
     entry.span = static_cast<uint32_t>(first) | (static_cast<uint32_t>(in_cell) << 24);
-    entry.first_edge = edges[min(first, d.edge_count - 1)];
+#pragma unroll
+    for (int k = 0; k < kEdges; ++k) entry.edge[k] = first + k < d.edge_count ? edges[first + k] : E(NAN);
     entries[c] = entry;
   }
 }
@@ -87,27 +93,26 @@ __device__ __forceinline__ void add_to_output(const EdgeCountParams& c, int64_t 
 }
 
 // x's bin in one dim (-1: dropped): edge_bin's answer (common/edge_binning.h) from the dim's facts, its shared edges
-// and its cell table. A cell of at most one edge needs the one load of its entry; in a fuller cell, a value at or past
-// its first edge searches the rest of the cell.
-template <typename E>
-__device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* edges, const CellEntry<E>* entries,
-                                                 OutOfRange out_of_range, E x) {
-  const CellEntry<E> entry = entries[d.table_begin + fused_cell(x, d)];
+// and its cell table. A cell of at most kEdges edges needs the one load of its entry; in a fuller cell, a value at or
+// past the entry's last edge searches the rest of the cell.
+template <typename E, int kEdges>
+__device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* edges,
+                                                 const CellEntry<E, kEdges>* entries, OutOfRange out_of_range, E x) {
+  const CellEntry<E, kEdges> entry = entries[d.table_begin + fused_cell(x, d)];
   const int32_t lo = static_cast<int32_t>(entry.span & 0xffffffu);
   const int32_t in_cell = static_cast<int32_t>(entry.span >> 24);
-  const bool past_first = in_cell > 0 && entry.first_edge <= x;
-  int32_t above = lo + int32_t(past_first);  // the first edge above x (upper bound)
-  if (past_first && in_cell > 1) {
+  int32_t above = lo;  // the first edge above x (upper bound), over all the dim's edges
+#pragma unroll
+  for (int k = 0; k < kEdges; ++k) above += int32_t(x >= entry.edge[k]);
+  if (in_cell > kEdges && x >= entry.edge[kEdges - 1]) {
     const int32_t hi = in_cell == kSaturatedCellEdges ? d.edge_count : lo + in_cell;
-    above = upper_bound_between<E, int32_t>(edges + d.edge_begin, lo + 1, hi, x);
+    above = upper_bound_between<E, int32_t>(edges + d.edge_begin, lo + kEdges, hi, x);
   }
-  const bool inside = x >= d.first && x <= d.last;
-  return inside ? edge_bin_inside<int32_t>(above, d.edge_count)
-                : edge_bin_outside<E, int32_t>(x, d.first, d.edge_count, out_of_range);
+  return edge_bin_of_upper_bound<E, int32_t>(above, x, d.last, d.edge_count, out_of_range);
 }
 
 // The fused kernel's per-block state: the staged edges and tables, where its adds go, and what it counts.
-template <typename E, typename Acc, int kDims, FusedMode kMode>
+template <typename E, typename Acc, int kDims, FusedMode kMode, int kEdges>
 struct FusedCounter {
   static constexpr int kX = kDims > 0 ? kDims : 1;
   const EdgeBinParams& p;
@@ -115,7 +120,7 @@ struct FusedCounter {
   const DimFacts<E>* facts;  // shared
   DimFacts<E> kept[kX];      // registers (kDims > 0)
   const E* edges;
-  const CellEntry<E>* table;
+  const CellEntry<E, kEdges>* table;
   Acc* own_bins;
   int32_t lo, hi;  // the bins this block counts (kOwned; everything elsewhere)
   int lane;
@@ -131,7 +136,7 @@ struct FusedCounter {
     for (int d = 0; d < dims; ++d) {
       const DimFacts<E>& facts_d = kDims > 0 ? kept[d] : facts[d];
       const E value = kDims > 0 ? x[d] : static_cast<E>(to_compute(point[d * p.dim_stride]));
-      const int32_t bin = fused_dim_bin<E>(facts_d, edges, table, p.out_of_range, value);
+      const int32_t bin = fused_dim_bin<E, kEdges>(facts_d, edges, table, p.out_of_range, value);
       if (bin < 0) return kDroppedPoint;
       flat += bin * facts_d.flat_stride;
       if constexpr (kMode == FusedMode::kOwned) {

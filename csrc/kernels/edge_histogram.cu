@@ -97,11 +97,11 @@ __device__ __forceinline__ void count_points(const EdgeBinParams& p, const Fused
 }
 
 // One block's share of a call in mode kMode: count its points, then (bins in shared memory) flush its bins.
-template <FusedMode kMode, typename T, typename Acc, int kDims>
+template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
 __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f,
                                                 const DimFacts<edge_t<T>>* facts, const edge_t<T>* edges,
-                                                const CellEntry<edge_t<T>>* table, Acc* bins) {
-  using Counter = FusedCounter<edge_t<T>, Acc, kDims, kMode>;
+                                                const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
+  using Counter = FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges>;
   Counter counter{p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
   if constexpr (kDims > 0) {
 #pragma unroll
@@ -126,8 +126,8 @@ __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const Ed
 }
 
 // One pass: stage the edges, then bin and count every point (FusedMode says where the counts go). Shared memory:
-// the bins, then each dim's facts, the edges and the packed tables.
-template <typename T, typename Acc, int kDims>
+// the bins, then each dim's facts, the edges and the packed tables (kEdges edges a table entry).
+template <typename T, typename Acc, int kDims, int kEdges>
 __global__ void __launch_bounds__(kEdgeFusedMaxThreads)
     edge_histogram_kernel(const EdgeBinParams p, const EdgeCountParams c, const EdgeTableShape shape,
                           const FusedShape f) {
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kEdgeFusedMaxThreads)
   Acc* bins = reinterpret_cast<Acc*>(shared);
   DimFacts<E>* facts = reinterpret_cast<DimFacts<E>*>(shared + f.staging_offset);
   E* edges = reinterpret_cast<E*>(shared + f.staging_offset + f.facts_bytes);
-  CellEntry<E>* table = reinterpret_cast<CellEntry<E>*>(shared + f.staging_offset + f.facts_bytes + f.edges_bytes);
+  auto* table = reinterpret_cast<CellEntry<E, kEdges>*>(shared + f.staging_offset + f.facts_bytes + f.edges_bytes);
   const int32_t slots = f.replicas * f.bins_per_block;
   for (int32_t j = threadIdx.x; j < slots; j += blockDim.x) bins[j] = Acc(0);
   const E* global_edges = static_cast<const E*>(p.edges);
@@ -157,45 +157,58 @@ __global__ void __launch_bounds__(kEdgeFusedMaxThreads)
   }
   __syncthreads();  // the tables are built from the staged edges and facts (and the bins are zeroed before any add)
   for (int d = 0; d < p.dims; ++d) {
-    build_cell_entries<E>(edges + facts[d].edge_begin, facts[d], table + facts[d].table_begin);
+    build_cell_entries<E, kEdges>(edges + facts[d].edge_begin, facts[d], table + facts[d].table_begin);
   }
   __syncthreads();  // no point may be binned before every table is complete
   switch (f.mode) {
     case FusedMode::kShared:
-      count_and_flush<FusedMode::kShared, T, Acc, kDims>(p, c, f, facts, edges, table, bins);
+      count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
       break;
     case FusedMode::kOwned:
-      count_and_flush<FusedMode::kOwned, T, Acc, kDims>(p, c, f, facts, edges, table, bins);
+      count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
       break;
     default:
-      count_and_flush<FusedMode::kGlobal, T, Acc, kDims>(p, c, f, facts, edges, table, bins);
+      count_and_flush<FusedMode::kGlobal, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
       break;
   }
 }
 
-template <typename T, typename Acc>
-const void* fused_kernel(int dims) {
-  switch (dims) {
-    case 1:
-      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1>);
-    case 2:
-      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 2>);
-    default:
-      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 0>);
-  }
-}
-
+// Entries of two edges where the edges are float (16 bytes, one vector load), the call is 1-D and the table fits;
+// else one.
 template <typename T>
+constexpr bool kTwoEdgeEntries = sizeof(edge_t<T>) == 4;
+
+template <typename T, typename Acc, int kEdges>
+const void* fused_kernel(int dims) {
+  if constexpr (kEdges == 2) {  // tables of two-edge entries are 1-D tables only (tuning.h)
+    return dims == 1 ? reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1, 2>) : nullptr;
+  } else {
+    switch (dims) {
+      case 1:
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1, 1>);
+      case 2:
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 2, 1>);
+      default:
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 0, 1>);
+    }
+  }
+}
+
+template <typename T, int kEdges>
 const void* fused_kernel(AccKind acc, int dims) {
-  switch (acc) {
-    case AccKind::kCount:
-      return fused_kernel<T, uint32_t>(dims);
-    case AccKind::kFloat:
-      return fused_kernel<T, float>(dims);
-    case AccKind::kDouble:  // rare: float64 weights take the generic-dims kernel only
-      return reinterpret_cast<const void*>(&edge_histogram_kernel<T, double, 0>);
-    default:
-      return nullptr;  // deterministic sums: two stages
+  if constexpr (kEdges == 2 && !kTwoEdgeEntries<T>) {
+    return nullptr;
+  } else {
+    switch (acc) {
+      case AccKind::kCount:
+        return fused_kernel<T, uint32_t, kEdges>(dims);
+      case AccKind::kFloat:
+        return fused_kernel<T, float, kEdges>(dims);
+      case AccKind::kDouble:  // rare: float64 weights take the generic-dims kernel with one-edge entries only
+        return kEdges == 1 ? reinterpret_cast<const void*>(&edge_histogram_kernel<T, double, 0, 1>) : nullptr;
+      default:
+        return nullptr;  // deterministic sums: two stages
+    }
   }
 }
 
@@ -205,7 +218,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
                        FusedShape* f, EdgeTableShape* table) {
   using E = edge_t<T>;
   *plan = EdgeHistogramPlan{};
-  const void* kernel = fused_kernel<T>(c.acc, p.dims);
+  const void* kernel = fused_kernel<T, 1>(c.acc, p.dims);
   // int32 offsets in the search, 32-bit shared counts: edges and points past those bounds take two stages.
   if (kernel == nullptr || p.edge_offset[p.dims] > INT32_MAX / 2 || c.bins > INT32_MAX / 2) return cudaSuccess;
   DeviceCaps caps;
@@ -254,13 +267,28 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   // must fit in it beside a table of a cell per four edges, or the call takes two stages.
   const int64_t two_blocks = caps.shared_per_sm / 2 - kFusedReservedBytes - bins_region;
   const int64_t budget = std::min(usable - bins_region, std::max(two_blocks, kFusedMinStagingBytes));
-  constexpr int64_t kEntryBytes = sizeof(CellEntry<E>);
-  int64_t wanted_slots = 0, least_slots = 0;
-  table_slots_of(p, kEdgeCellsPerEdge, &wanted_slots, &least_slots);
+  // The table's entries and cells an edge (tuning.h): in 1-D, entries of two edges where such a table fits whole;
+  // else one edge an entry, fewer cells in proportion where the table does not fit.
   const int64_t table_budget = budget - f->facts_bytes - f->edges_bytes;
-  if (table_budget < least_slots * kEntryBytes) return cudaSuccess;
-  *table = cells_within(p, table_budget / kEntryBytes, /*edges_in_shared=*/true, kEdgeCellsPerEdge);
-  const int64_t shared_bytes = bins_region + f->facts_bytes + f->edges_bytes + int64_t(table->table_ints) * kEntryBytes;
+  int64_t entry_bytes = sizeof(CellEntry<E, 1>);
+  int64_t cells_per_edge = p.dims == 1 ? kEdgeCellsPerEdge : kEdgeCellsPerEdgeManyDims;
+  if constexpr (kTwoEdgeEntries<T>) {
+    const void* two_edge_kernel = fused_kernel<T, 2>(c.acc, p.dims);  // 1-D counts and float32 sums
+    int64_t two_edge_slots = 0, least = 0;
+    table_slots_of(p, kEdgeCellsPerEdgeTwoEdgeEntries, &two_edge_slots, &least);
+    if (two_edge_kernel != nullptr && two_edge_slots * int64_t(sizeof(CellEntry<E, 2>)) <= table_budget) {
+      entry_bytes = sizeof(CellEntry<E, 2>);
+      cells_per_edge = kEdgeCellsPerEdgeTwoEdgeEntries;
+      kernel = two_edge_kernel;
+      err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
+      if (err != cudaSuccess) return err;
+    }
+  }
+  int64_t wanted_slots = 0, least_slots = 0;
+  table_slots_of(p, cells_per_edge, &wanted_slots, &least_slots);
+  if (table_budget < least_slots * entry_bytes) return cudaSuccess;
+  *table = cells_within(p, table_budget / entry_bytes, /*edges_in_shared=*/true, cells_per_edge);
+  const int64_t shared_bytes = bins_region + f->facts_bytes + f->edges_bytes + int64_t(table->table_ints) * entry_bytes;
   int threads = kEdgeFusedThreads;
   int per_sm = 1;
   err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
@@ -285,6 +313,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   plan->shared_bytes = shared_bytes;
   plan->replicas = f->replicas;
   plan->owners = f->owners;
+  plan->edges_per_entry = entry_bytes == int64_t(sizeof(CellEntry<E, 1>)) ? 1 : 2;
   plan->kernel = kernel;
   return cudaSuccess;
 }

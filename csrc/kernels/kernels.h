@@ -167,8 +167,9 @@ struct EdgeHistogramPlan {
   int64_t grid = 0;
   int threads = 0;
   int64_t shared_bytes = 0;
-  int replicas = 0;  // copies of the bins in a block (mode shared)
-  int owners = 0;    // blocks that split the bins (mode owned; 1 elsewhere)
+  int replicas = 0;         // copies of the bins in a block (mode shared)
+  int owners = 0;           // blocks that split the bins (mode owned; 1 elsewhere)
+  int edges_per_entry = 0;  // edges a cell's table entry holds (2 for float edges where the table fits, else 1)
   const void* kernel = nullptr;
 };
 cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream,

@@ -43,10 +43,15 @@ constexpr int kEdgeFusedThreads = 512;
 constexpr int kEdgeFusedMaxThreads = 1024;
 // Points a thread bins before adding any (their loads in flight together); no A/B yet. docs/tiers/edges.md
 constexpr int kEdgePointsPerStep = 4;
-// Cells of the fused path's table an edge (where shared memory allows), so most cells hold at most one edge and one
-// load of the cell's entry bins a value. Against 4 an edge with a fixed-step search in every cell (H200, 2^26 float32,
-// ms): 100 edges 0.206 / 0.218, 1000 edges 0.242 / 0.280, 256x256 0.834 / 0.785. docs/tiers/edges.md
+// Cells of the fused path's table an edge (where shared memory allows; else fewer, in proportion), so most cells hold
+// at most one or two edges and one load of the cell's entry bins a value. H100, 2^26 float32, ms (perf log
+// 2026-11-26): a 1-D table of two-edge entries at 4 an edge, 100 / 1000 edges 0.155 / 0.193 (2 an edge 0.178 / 0.204,
+// 8 an edge 0.158 / 0.213); N-D tables of one-edge entries at 16 an edge, 64x64 / 16^3 0.251 / 0.268 (two-edge
+// entries at 8: 0.268 / 0.290); a 1-D table of one-edge entries (float64 edges, a two-edge table too large) at 2, as
+// before. docs/tiers/edges.md
 constexpr int64_t kEdgeCellsPerEdge = 2;
+constexpr int64_t kEdgeCellsPerEdgeTwoEdgeEntries = 4;
+constexpr int64_t kEdgeCellsPerEdgeManyDims = 16;
 // Copies of few bins in a block, up to 8 in 32 KB, so hot bins contend less; no A/B yet. docs/tiers/edges.md
 constexpr int kEdgeMaxReplicas = 8;
 constexpr int64_t kEdgeReplicaBytes = 32 * 1024;
