@@ -400,9 +400,11 @@ def _irregular_edges(kind: str, dtype, gen) -> torch.Tensor:
     "kind", ["random", "crowded", "repeated runs", "skewed", "infinite ends", "more edges than cells"]
 )
 @pytest.mark.parametrize("clamp", [False, True])
-def test_irregular_edges_bin_exactly(dtype, kind, clamp, gen):
-    """Values on every edge, one ulp either side of it, and random ones, over edges the table-narrowed search takes:
-    the bins of a binary search (numpy's searchsorted), exactly, in 1-D, 2-D and per-row calls."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_irregular_edges_bin_exactly(device, dtype, kind, clamp, gen):
+    """Values on every edge, one ulp either side of it, and random ones, over edges the table-narrowed search takes
+    (on CUDA, the one pass's cell entries: crowded and saturated cells, repeated and infinite edges): the bins of a
+    binary search (numpy's searchsorted), exactly, in 1-D, 2-D and per-row calls."""
     edges = _irregular_edges(kind, dtype, gen)
     on = edges[torch.isfinite(edges)].to(dtype) if dtype.is_floating_point else edges.round().to(dtype)
     if dtype.is_floating_point:
@@ -413,20 +415,22 @@ def test_irregular_edges_bin_exactly(dtype, kind, clamp, gen):
     x = torch.cat([around[:30000], random_values(5001, dtype, gen)])
     x = x[torch.randperm(x.numel(), generator=gen)]
     out_of_range = "clamp" if clamp else "ignore"
-    ours = torch_dsmhist.histogram_edges(x, edges, out_of_range=out_of_range)
+    ours = torch_dsmhist.histogram_edges(x.to(device), edges.to(device), out_of_range=out_of_range).cpu()
     assert np.array_equal(ours.numpy(), reference_nd(x.reshape(-1, 1), [edges], clamp=clamp).astype(np.int64)), kind
     other = random_edges(9, dtype, gen)
     pts = torch.stack([x, x.flip(0)], dim=1)
-    ours2 = torch_dsmhist.histogramdd(pts, [other, edges], out_of_range=out_of_range)
-    assert np.array_equal(ours2.numpy(), reference_nd(pts, [other, edges], clamp=clamp).astype(np.int64)), kind
-    rows = torch_dsmhist.histogram_edges(torch.stack([x, x.flip(0)]), torch.stack([edges, edges]))
-    assert torch.equal(rows[0], rows[1]) and torch.equal(rows[0], torch_dsmhist.histogram_edges(x, edges)), kind
+    ours2 = torch_dsmhist.histogramdd(pts.to(device), [other.to(device), edges.to(device)], out_of_range=out_of_range)
+    assert np.array_equal(ours2.cpu().numpy(), reference_nd(pts, [other, edges], clamp=clamp).astype(np.int64)), kind
+    rows = torch_dsmhist.histogram_edges(torch.stack([x, x.flip(0)]).to(device), torch.stack([edges, edges]).to(device))
+    whole = torch_dsmhist.histogram_edges(x.to(device), edges.to(device))
+    assert torch.equal(rows[0], rows[1]) and torch.equal(rows[0], whole), kind
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int16])
 @pytest.mark.parametrize("kind", ["linspace", "nudged", "one bin off", "repeated", "far from zero"])
 @pytest.mark.parametrize("clamp", [False, True])
-def test_near_uniform_edges_bin_exactly(dtype, kind, clamp, gen):
+@pytest.mark.parametrize("device", DEVICES)
+def test_near_uniform_edges_bin_exactly(device, dtype, kind, clamp, gen):
     """Values on every edge, one ulp either side of it, and random ones, over edges the guessed search takes (or
     falls back from): the bins of a binary search (numpy's searchsorted), exactly."""
     count = int(torch.randint(4, 400, (1,), generator=gen))  # "one bin off" needs an interior edge below the last two
@@ -440,11 +444,11 @@ def test_near_uniform_edges_bin_exactly(dtype, kind, clamp, gen):
     x = torch.cat([around, random_values(5001, dtype, gen)])
     x = x[torch.randperm(x.numel(), generator=gen)]
     out_of_range = "clamp" if clamp else "ignore"
-    ours = torch_dsmhist.histogram_edges(x, edges if dtype.is_floating_point else edges, out_of_range=out_of_range)
+    ours = torch_dsmhist.histogram_edges(x.to(device), edges.to(device), out_of_range=out_of_range).cpu()
     expected = reference_nd(x.reshape(-1, 1), [edges], clamp=clamp)
     assert np.array_equal(ours.numpy(), expected.astype(np.int64)), (kind, dtype, count)
     # 2-D: one near-uniform dim beside a random one.
     other = random_edges(9, dtype, gen)
     pts = torch.stack([x, x.flip(0)], dim=1)
-    ours2 = torch_dsmhist.histogramdd(pts, [edges, other], out_of_range=out_of_range)
-    assert np.array_equal(ours2.numpy(), reference_nd(pts, [edges, other], clamp=clamp).astype(np.int64))
+    ours2 = torch_dsmhist.histogramdd(pts.to(device), [edges.to(device), other.to(device)], out_of_range=out_of_range)
+    assert np.array_equal(ours2.cpu().numpy(), reference_nd(pts, [edges, other], clamp=clamp).astype(np.int64))
