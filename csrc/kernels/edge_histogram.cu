@@ -173,8 +173,8 @@ __global__ void __launch_bounds__(kEdgeFusedMaxThreads)
   }
 }
 
-// Entries of two edges where the edges are float (16 bytes, one vector load), the call is 1-D and the table fits;
-// else one.
+// Edges whose table entries may hold two (16 bytes, one vector load): float. plan_typed takes them for a 1-D call
+// whose whole table fits.
 template <typename T>
 constexpr bool kTwoEdgeEntries = sizeof(edge_t<T>) == 4;
 
@@ -270,13 +270,16 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   // The table's entries and cells an edge (tuning.h): in 1-D, entries of two edges where such a table fits whole;
   // else one edge an entry, fewer cells in proportion where the table does not fit.
   const int64_t table_budget = budget - f->facts_bytes - f->edges_bytes;
+  // Slots a two-edge table wants, and the least any table needs (a cell per four edges, whatever the entries).
+  int64_t two_edge_slots = 0, least_slots = 0;
+  table_slots_of(p, kEdgeCellsPerEdgeTwoEdgeEntries, &two_edge_slots, &least_slots);
+  int edges_per_entry = 1;
   int64_t entry_bytes = sizeof(CellEntry<E, 1>);
   int64_t cells_per_edge = p.dims == 1 ? kEdgeCellsPerEdge : kEdgeCellsPerEdgeManyDims;
   if constexpr (kTwoEdgeEntries<T>) {
     const void* two_edge_kernel = fused_kernel<T, 2>(c.acc, p.dims);  // 1-D counts and float32 sums
-    int64_t two_edge_slots = 0, least = 0;
-    table_slots_of(p, kEdgeCellsPerEdgeTwoEdgeEntries, &two_edge_slots, &least);
     if (two_edge_kernel != nullptr && two_edge_slots * int64_t(sizeof(CellEntry<E, 2>)) <= table_budget) {
+      edges_per_entry = 2;
       entry_bytes = sizeof(CellEntry<E, 2>);
       cells_per_edge = kEdgeCellsPerEdgeTwoEdgeEntries;
       kernel = two_edge_kernel;
@@ -284,8 +287,6 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
       if (err != cudaSuccess) return err;
     }
   }
-  int64_t wanted_slots = 0, least_slots = 0;
-  table_slots_of(p, cells_per_edge, &wanted_slots, &least_slots);
   if (table_budget < least_slots * entry_bytes) return cudaSuccess;
   *table = cells_within(p, table_budget / entry_bytes, /*edges_in_shared=*/true, cells_per_edge);
   const int64_t shared_bytes = bins_region + f->facts_bytes + f->edges_bytes + int64_t(table->table_ints) * entry_bytes;
@@ -313,7 +314,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   plan->shared_bytes = shared_bytes;
   plan->replicas = f->replicas;
   plan->owners = f->owners;
-  plan->edges_per_entry = entry_bytes == int64_t(sizeof(CellEntry<E, 1>)) ? 1 : 2;
+  plan->edges_per_entry = edges_per_entry;
   plan->kernel = kernel;
   return cudaSuccess;
 }
