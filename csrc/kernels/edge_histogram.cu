@@ -128,7 +128,7 @@ __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const Ed
 // One pass: stage the edges, then bin and count every point (FusedMode says where the counts go). Shared memory:
 // the bins, then each dim's facts, the edges and the packed tables (kEdges edges a table entry).
 template <typename T, typename Acc, int kDims, int kEdges>
-__global__ void __launch_bounds__(kEdgeFusedMaxThreads)
+__global__ void __launch_bounds__(kEdgeFusedThreads)
     edge_histogram_kernel(const EdgeBinParams p, const EdgeCountParams c, const EdgeTableShape shape,
                           const FusedShape f) {
   using E = edge_t<T>;
@@ -290,15 +290,10 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   if (table_budget < least_slots * entry_bytes) return cudaSuccess;
   *table = cells_within(p, table_budget / entry_bytes, /*edges_in_shared=*/true, cells_per_edge);
   const int64_t shared_bytes = bins_region + f->facts_bytes + f->edges_bytes + int64_t(table->table_ints) * entry_bytes;
-  int threads = kEdgeFusedThreads;
+  const int threads = kEdgeFusedThreads;
   int per_sm = 1;
   err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
   if (err != cudaSuccess) return err;
-  if (per_sm * threads < kEdgeFusedMaxThreads) {  // one block an SM: the most threads it may have
-    threads = kEdgeFusedMaxThreads;
-    err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
-    if (err != cudaSuccess) return err;
-  }
   const int64_t resident_groups = std::max<int64_t>(1, int64_t(per_sm) * caps.sm_count / f->owners);
   const int64_t wanted_groups =
       (p.points + int64_t(threads) * kEdgeMinPointsPerThread - 1) / (int64_t(threads) * kEdgeMinPointsPerThread);

@@ -38,9 +38,11 @@ constexpr int kGlobalSumsVectorsInFlight = 1;
 
 // ----- Edges (the one pass of histogram_edges / histogramdd, edge_histogram.cu) -------------------------------------
 
-// Blocks of 512, 1024 where one block fills an SM (its shared memory); no A/B yet. docs/tiers/edges.md
-constexpr int kEdgeFusedThreads = 512;
-constexpr int kEdgeFusedMaxThreads = 1024;
+// Blocks of 1024: the 32-register 1-D count kernel then runs two an SM (2048 threads) where 512-thread blocks, held
+// to two an SM by their tables, ran 1024, and fewer blocks flush fewer copies of the bins. H100, 2^26 float32, ms,
+// 512 -> 1024: 100 / 1000 / 10000 edges 0.156 / 0.199 / 0.335 -> 0.144 / 0.168 / 0.287, 64x64 0.262 -> 0.255, 16^3
+// 0.267 -> 0.248 (perf log 2026-11-26). docs/tiers/edges.md
+constexpr int kEdgeFusedThreads = 1024;
 // Points a thread bins before adding any (their loads in flight together); no A/B yet. docs/tiers/edges.md
 constexpr int kEdgePointsPerStep = 4;
 // Cells of the fused path's table an edge (where shared memory allows; else fewer, in proportion), so most cells hold
