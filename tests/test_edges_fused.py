@@ -149,6 +149,21 @@ def test_fused_strided_and_misaligned_views(gen):
     assert torch.equal(torch_dsmhist.histogram_edges(x, e), two_stage(lambda: torch_dsmhist.histogram_edges(x, e)))
 
 
+@pytest.mark.parametrize("dims", [3, 4])
+def test_fused_dense_and_misaligned_points_of_more_dims(dims, gen):
+    """3-D points (the compile-time 3-dim kernel, 16-byte vectors of 4 points where dense and aligned) and 4-D (the
+    generic kernel): dense with a tail of points past the last whole vector, misaligned by one coordinate, strided."""
+    flat = torch.randn(3 * 20_003 * dims + 1, generator=gen).cuda()
+    dense = flat[: 20_003 * dims].view(-1, dims)
+    misaligned = flat[1 : 1 + 20_003 * dims].view(-1, dims)
+    strided = flat[: 20_003 * dims * 3].view(-1, dims * 3)[:, ::3]
+    edges = [edges_for(b, gen).cuda() for b in (12, 9, 7, 5)[:dims]]
+    for pts in (dense, misaligned, strided, dense[:5]):
+        out = torch_dsmhist.histogramdd(pts, edges)
+        assert torch.equal(out, two_stage(lambda: torch_dsmhist.histogramdd(pts, edges)))
+        assert np.array_equal(out.cpu().numpy(), reference_nd(pts.cpu(), [e.cpu() for e in edges]))
+
+
 def test_fused_small_and_empty_calls(gen):
     e = edges_for(20, gen).cuda()
     for n in (0, 1, 31, 33, 1025):

@@ -380,6 +380,15 @@ def edges_cases(gen: torch.Generator):
         lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
         lambda: torch_dsmhist.histogramdd(points[1:, :], grid),
     )
+    # Dense, aligned 3-D points: the 3-dim kernel's vector loads, 7001 points (a tail past the last whole vector).
+    cube = [torch.sort(torch.rand(17, generator=gen) * 2 - 1).values for _ in range(3)]
+    yield (
+        "auto histogramdd 16x16x16 dense points",
+        "auto",
+        None,
+        lambda p=points.cuda(), g=[e.cuda() for e in cube]: torch_dsmhist.histogramdd(p, g),
+        lambda: torch_dsmhist.histogramdd(points, cube),
+    )
     # The one pass's modes (docs/tiers/edges.md): 5x64x200 bins above is "owned"; 1024x1024 is "global".
     wide = [torch.sort(torch.rand(1025, generator=gen) * 2 - 1).values for _ in range(2)]
     yield (
