@@ -11,14 +11,12 @@ sections stay as they are.
 Usage: python benchmarks/bench_batched.py [--out-dir DIR]
 """
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Dict, List, Optional
 
 import torch
 
-from benchlib import git_commit, median_event_ms, today, torch_dsmhist, write_results_section
+from benchlib import git_commit, gpu_benchmark_args, median_event_ms, today, torch_dsmhist, write_results_section
 
 SECTION = "batched-benchmark"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
@@ -93,11 +91,8 @@ def render(results: List[tuple]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_batched needs a CUDA device")
+    args = gpu_benchmark_args("bench_batched", __doc__)
+    if args is None:
         return 2
     gen = torch.Generator(device="cuda").manual_seed(7)
     results = []

@@ -24,9 +24,7 @@ bincount; the GBDT sketch in one call, >= 15x bucketize + scatter_add_. Writes i
 Usage: python benchmarks/bench_batched_edges.py [--out-dir DIR] [--quick]
 """
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -34,10 +32,11 @@ import torch
 from benchlib import (
     copy_bandwidth,
     fmt,
-    git_commit,
+    gpu_benchmark_args,
     md_table,
     median_event_ms,
-    today,
+    run_facts,
+    timings_text,
     torch_dsmhist,
     write_results_section,
 )
@@ -161,10 +160,10 @@ def render(results: List[Tuple[str, Dict[str, Optional[float]]]], images: int) -
     lines = [
         "# Batched histogramdd and per-row edges (benchmarks/bench_batched_edges.py)",
         "",
-        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {today()}, commit {git_commit()}. {images} RGB "
-        f"224x224 images as points [{images}, 50176, 3], 16 bins a channel ([{images}, 16, 16, 16]); median ms of "
-        f"{REPS} CUDA-event timings after {WARMUP} warm-ups. loop: one unbatched histogramdd call per image. floor: "
-        "the images' bytes at the measured copy bandwidth. Target (issue 50): batched >= 2.5x one offset bincount.",
+        f"{run_facts()} {images} RGB 224x224 images as points [{images}, 50176, 3], 16 bins a channel ([{images}, "
+        f"16, 16, 16]); median ms of {REPS} CUDA-event timings after {WARMUP} warm-ups. loop: one unbatched "
+        "histogramdd call per image. floor: the images' bytes at the measured copy bandwidth. Target (issue 50): "
+        "batched >= 2.5x one offset bincount.",
         "",
     ]
     header = ["images", *columns, "loop / batched", "offset bincount / batched (target >= 2.5x)"]
@@ -173,12 +172,8 @@ def render(results: List[Tuple[str, Dict[str, Optional[float]]]], images: int) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
-    parser.add_argument("--quick", action="store_true", help="16 images; RESULTS.md is left as it is")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_batched_edges needs a CUDA device")
+    args = gpu_benchmark_args("bench_batched_edges", __doc__, quick="16 images; RESULTS.md is left as it is")
+    if args is None:
         return 2
     images = 16 if args.quick else IMAGES
     copy_bw = copy_bandwidth(images * PIXELS * CHANNELS * 4)
@@ -188,11 +183,11 @@ def main() -> int:
         times = run_case(dtype, images, copy_bw, gen)
         torch.cuda.empty_cache()
         label = str(dtype).replace("torch.", "")
-        print(f"{label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()), flush=True)
+        print(f"{label}: {timings_text(times)}", flush=True)
         results.append((label, times))
     rows = (1 << 16) if args.quick else (1 << 22)
     sketch = run_sketch(rows, copy_bw, gen)
-    print("sketch: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in sketch.items()), flush=True)
+    print(f"sketch: {timings_text(sketch)}", flush=True)
     section = render(results, images) + "\n" + "\n".join(render_sketch(sketch, rows))
     if not args.quick:
         write_results_section(SECTION, section, args.out_dir)

@@ -50,6 +50,7 @@ from benchlib import (
     HERE,
     Cell,
     copy_bandwidth,
+    copy_into,
     first_line,
     fmt,
     git_commit,
@@ -506,10 +507,7 @@ def main() -> int:
         release()
     section = render(results, copy_bw, torch.cuda.get_device_name(), cupy_source, args.quick)
     write_results_section(SECTION, section, args.out_dir)
-    for path in plot(results, copy_bw, args.quick):
-        if args.out_dir:
-            args.out_dir.mkdir(parents=True, exist_ok=True)
-            (args.out_dir / path.name).write_bytes(path.read_bytes())
+    copy_into(args.out_dir, plot(results, copy_bw, args.quick))
     print(section)
     return 1 if failed else 0
 

@@ -30,7 +30,6 @@ Without CUDA it runs a small CPU comparison (the op against the pure-torch versi
 """
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -43,7 +42,9 @@ import torch
 from benchlib import (
     HERE,
     Cell,
+    copy_into,
     event_ms,
+    exit_status,
     first_line,
     fmt,
     git_commit,
@@ -375,6 +376,30 @@ def notes_of(rows: Sequence[Row]) -> List[str]:
     return [f"- {note} — {', '.join(where[:4])}{' …' if len(where) > 4 else ''}" for note, where in notes.items()]
 
 
+def footer_lines(rows: Sequence[Row], plot_and_reproduce: str) -> List[str]:
+    """The end of a section: the notes on its rows' cells (if any), then where its plot is and how to rerun it."""
+    notes = notes_of(rows)
+    return (["Notes:", ""] + notes + [""] if notes else []) + [plot_and_reproduce]
+
+
+def op_against_torch_table(sizes: Sequence[str], rows: Sequence[Row]) -> List[str]:
+    """The table of sections a and b: each row's `sizes` (Row attributes, also the column names), the op's and the
+    pure-torch version's cells, and how many times faster the op is on the device and on the host."""
+    names = ("op_graph", "op_events", "op_host", "torch_events", "torch_host")
+    return md_table(
+        list(sizes) + [LABELS[n] for n in names] + ["device: torch events / op graph", "host: torch / op"],
+        (
+            [getattr(r, size) for size in sizes]
+            + [text(r, n) for n in names]
+            + [
+                ratio_text(r.value("torch_events"), r.value("op_graph", "op_events")),
+                ratio_text(r.value("torch_host"), r.value("op_host")),
+            ]
+            for r in rows
+        ),
+    )
+
+
 def header_lines(title: str, quick: bool, device: str, broken: List[str]) -> List[str]:
     lines = [f"## {title}" + (" (--quick: a smoke run, not reference numbers)" if quick else ""), ""]
     if broken:
@@ -414,36 +439,9 @@ def render(
     ]
     lines += md_table(["target", "verdict"], eager_verdicts(align, counting))
     lines += ["### a) moe_align_block_size against the pure-torch alignment", ""]
-    names = ("op_graph", "op_events", "op_host", "torch_events", "torch_host")
-    lines += md_table(
-        ["tokens", "top_k", "experts", "block", "ids"]
-        + [LABELS[n] for n in names]
-        + ["device: torch events / op graph", "host: torch / op"],
-        (
-            [r.tokens, r.top_k, r.experts, r.block, r.ids]
-            + [text(r, n) for n in names]
-            + [
-                ratio_text(r.value("torch_events"), r.value("op_graph", "op_events")),
-                ratio_text(r.value("torch_host"), r.value("op_host")),
-            ]
-            for r in align
-        ),
-    )
+    lines += op_against_torch_table(("tokens", "top_k", "experts", "block", "ids"), align)
     lines += ["### b) moe_routing against bincount + cumsum + argsort(stable=True)", ""]
-    lines += md_table(
-        ["tokens", "top_k", "experts", "ids"]
-        + [LABELS[n] for n in names]
-        + ["device: torch events / op graph", "host: torch / op"],
-        (
-            [r.tokens, r.top_k, r.experts, r.ids]
-            + [text(r, n) for n in names]
-            + [
-                ratio_text(r.value("torch_events"), r.value("op_graph", "op_events")),
-                ratio_text(r.value("torch_host"), r.value("op_host")),
-            ]
-            for r in routing
-        ),
-    )
+    lines += op_against_torch_table(("tokens", "top_k", "experts", "ids"), routing)
     lines += ["### c) counting the ids: torch.histc, torch.bincount, torch_dsmhist.histogram", ""]
     names = ("histc_graph", "bincount_events", "dsmhist_graph", "histc_host", "bincount_host", "dsmhist_host")
     lines += md_table(
@@ -460,13 +458,11 @@ def render(
             for r in counting
         ),
     )
-    notes = notes_of([*align, *routing, *counting])
-    if notes:
-        lines += ["Notes:", ""] + notes + [""]
-    lines += [
+    lines += footer_lines(
+        [*align, *routing, *counting],
         "Plot: [device time vs ids](plots/moe_align.png). Reproduce: `python benchmarks/bench_moe.py` (`--quick` for a "
-        "smoke run)."
-    ]
+        "smoke run).",
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -498,13 +494,11 @@ def render_compiled(cfg: Config, quick: bool, device: str, compiled: Sequence[Ro
             for r in compiled
         ),
     )
-    notes = notes_of(compiled)
-    if notes:
-        lines += ["Notes:", ""] + notes + [""]
-    lines += [
+    lines += footer_lines(
+        compiled,
         "Plot: [histc time / op time](plots/moe_compiled.png). Reproduce: `python benchmarks/bench_moe.py "
-        "--compiled-only` (`--quick` for a smoke run)."
-    ]
+        "--compiled-only` (`--quick` for a smoke run).",
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -716,16 +710,7 @@ def cpu_comparison(cfg: Config, seed: int) -> int:
     print(f"bench_moe: no CUDA device; CPU comparison only ({torch.get_num_threads()} threads, wall time per call), "
           "RESULTS.md not written:")  # fmt: skip
     print("\n".join(lines))
-    for line in wrong:
-        print(f"CORRECTNESS FAILURE: {line}", file=sys.stderr)
-    return 1 if wrong else 0
-
-
-def copy_out(paths: Sequence[Path], out_dir: Optional[Path]) -> None:
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for path in paths:
-            shutil.copy2(path, out_dir / path.name)
+    return exit_status(wrong)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -764,11 +749,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     broken += failures(compiled)
     for target, verdict in compiled_verdicts(compiled):
         log(f"TARGET {target}: {verdict}")
-    copy_out([HERE / "RESULTS.md", *written], args.out_dir)
+    copy_into(args.out_dir, [HERE / "RESULTS.md", *written])
     log(f"wrote {', '.join(str(p) for p in [HERE / 'RESULTS.md', *written])} in {time.perf_counter() - STARTED:.0f} s")
-    for failure in broken:
-        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
-    return 1 if broken else 0
+    return exit_status(broken)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from benchlib import (
     DISTRIBUTIONS,
     device_boundaries,
     event_ms,
+    exit_status,
     first_line,
     fmt,
     forced,
@@ -108,9 +109,7 @@ def finish(name: str, lines: List[str], failures: List[str], out_dir: Optional[P
     section = "\n".join(lines) + "\n"
     write_results_section(name, section, out_dir)
     print(section)
-    for failure in failures:
-        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 def weighted_call(tier: str, x: torch.Tensor, bins: int, weight: torch.Tensor, deterministic: bool):

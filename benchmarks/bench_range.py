@@ -14,9 +14,7 @@ Writes its section of benchmarks/RESULTS.md (between the range-binning markers, 
 Usage: python benchmarks/bench_range.py [--out-dir DIR] [--no-cub]
 """
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -25,10 +23,11 @@ from benchlib import (
     Cub,
     copy_bandwidth,
     fmt,
-    git_commit,
+    gpu_benchmark_args,
     md_table,
     median_event_ms,
-    today,
+    run_facts,
+    timings_text,
     torch_dsmhist,
     write_results_section,
 )
@@ -99,10 +98,9 @@ def render(results: List[Tuple[str, Dict[str, Optional[float]]]], cub: Cub) -> s
     lines = [
         "# Binning by range (benchmarks/bench_range.py)",
         "",
-        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {today()}, commit {git_commit()}. 2^28 uniform "
-        f"values (float64: 2^27), median ms of {REPS} CUDA-event timings after {WARMUP} warm-ups. CUB: {cub.source}. "
-        "floor: the input's bytes at the measured copy bandwidth (bytes read and written). Last column: the faster "
-        "of CUB and torch.histc over dsmhist.",
+        f"{run_facts()} 2^28 uniform values (float64: 2^27), median ms of {REPS} CUDA-event timings after {WARMUP} "
+        f"warm-ups. CUB: {cub.source}. floor: the input's bytes at the measured copy bandwidth (bytes read and "
+        "written). Last column: the faster of CUB and torch.histc over dsmhist.",
         "",
     ]
     lines += md_table(["case"] + columns + ["best other / dsmhist"], rows)
@@ -110,12 +108,8 @@ def render(results: List[Tuple[str, Dict[str, Optional[float]]]], cub: Cub) -> s
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
-    parser.add_argument("--no-cub", action="store_true", help="leave CUB out")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_range needs a CUDA device")
+    args = gpu_benchmark_args("bench_range", __doc__, no_cub="leave CUB out")
+    if args is None:
         return 2
     cub = Cub(not args.no_cub)
     copy_bw = copy_bandwidth(N * 4)
@@ -126,10 +120,7 @@ def main() -> int:
         times = run_case(dtype, bins, rng, cub, copy_bw, gen)
         torch.cuda.empty_cache()
         failed |= times["dsmhist"] is None
-        print(
-            f"[{i}/{len(CASES)}] {label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()),
-            flush=True,
-        )
+        print(f"[{i}/{len(CASES)}] {label}: {timings_text(times)}", flush=True)
         results.append((label, times))
     section = render(results, cub)
     write_results_section(SECTION, section, args.out_dir)

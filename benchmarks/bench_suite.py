@@ -26,7 +26,6 @@ Writes its section of benchmarks/RESULTS.md (with issue 15's targets judged from
 plots to benchmarks/plots/. --quick fits in about two minutes once the CUB harness is built.
 """
 
-import argparse
 import itertools
 import re
 import statistics
@@ -45,12 +44,16 @@ from benchlib import (
     Cell,
     Cub,
     bincount,
+    contender_labels,
+    copy_into,
     device_boundaries,
     event_ms,
+    exit_status,
     first_line,
     fmt,
     forced,
     git_commit,
+    gpu_benchmark_args,
     graph_ms,
     histc,
     host_us,
@@ -80,14 +83,7 @@ UNCAPTURABLE = {
 }
 # The most bins the CUB contender is run at (past it, see contender_call).
 CUB_MAX_BINS = 4194304
-LABELS = {
-    "auto": "dsmhist auto",
-    **{name: f"tier {name}" for name in TIERS[1:]},
-    "bincount": "torch.bincount",
-    "histc": "torch.histc",
-    "cub": "CUB HistogramEven",
-    "empty": "empty kernel",
-}
+LABELS = contender_labels(TIERS[1:], cub="CUB HistogramEven")
 
 
 @dataclass(frozen=True)
@@ -445,13 +441,14 @@ def plot(done: List[Case], cfg: Config, read_bw: float, folder: Path) -> List[Pa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smaller sweep that fits in about two minutes")
-    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md and the plots into this directory")
-    parser.add_argument("--no-cub", action="store_true", help="leave CUB out")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_suite needs a CUDA device")
+    args = gpu_benchmark_args(
+        "bench_suite",
+        __doc__,
+        quick="a smaller sweep that fits in about two minutes",
+        out_dir="also copy RESULTS.md and the plots into this directory",
+        no_cub="leave CUB out",
+    )
+    if args is None:
         return 2
     cfg = QUICK if args.quick else FULL
     cub = Cub(not args.no_cub)
@@ -490,14 +487,10 @@ def main() -> int:
     small = small_calls(cfg)
     section, failures = report(complete=True)
     plots = plot(done, cfg, read_bw, HERE / "plots")
-    if args.out_dir:
-        for path in plots:
-            (args.out_dir / path.name).write_bytes(path.read_bytes())
+    copy_into(args.out_dir, plots)
     print(section)
     log(f"done in {time.perf_counter() - STARTED:.0f} s; plots: {', '.join(p.name for p in plots)}")
-    for failure in failures:
-        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

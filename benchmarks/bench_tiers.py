@@ -12,7 +12,6 @@ Usage: python benchmarks/bench_tiers.py [--quick] [--out-dir DIR]
 """
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -26,7 +25,10 @@ from benchlib import (
     HERE,
     Cell,
     bincount,
+    contender_labels,
+    copy_into,
     event_ms,
+    exit_status,
     first_line,
     forced,
     git_commit,
@@ -54,13 +56,7 @@ SMALL_CALLS = 200
 # The automatic plan and every tier the planner may pick, from the extension's tier table.
 DSM = ("auto",) + tier_names(planner_only=True)
 CONTENDERS = DSM + ("bincount", "histc")
-LABELS = {
-    "auto": "dsmhist auto",
-    **{name: f"tier {name}" for name in DSM[1:]},
-    "bincount": "torch.bincount",
-    "histc": "torch.histc(float)",
-    "empty": "empty kernel",
-}
+LABELS = contender_labels(DSM[1:], histc_label="torch.histc(float)")
 
 
 @dataclass(frozen=True)
@@ -344,14 +340,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     outputs = [HERE / "RESULTS.md"]
     if plot(large, cfg.n_large, bw, HERE / "throughput_vs_bins.png"):
         outputs.append(HERE / "throughput_vs_bins.png")
-    if args.out_dir is not None:
-        args.out_dir.mkdir(parents=True, exist_ok=True)
-        for path in outputs:
-            shutil.copy2(path, args.out_dir / path.name)
+    copy_into(args.out_dir, outputs)
     log(f"wrote {', '.join(str(p) for p in outputs)} in {time.perf_counter() - STARTED:.0f} s")
-    for failure in failures:
-        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return exit_status(failures)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,7 @@ Writes its section of benchmarks/RESULTS.md (between the weighted-sums markers, 
 Usage: python benchmarks/bench_weighted.py [--out-dir DIR] [--quick]
 """
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -24,11 +22,12 @@ import torch
 from benchlib import (
     copy_bandwidth,
     fmt,
-    git_commit,
+    gpu_benchmark_args,
     make_values,
     md_table,
     median_event_ms,
-    today,
+    run_facts,
+    timings_text,
     torch_dsmhist,
     write_results_section,
 )
@@ -90,10 +89,10 @@ def render(results: List[Tuple[str, int, Dict[str, Optional[float]]]]) -> str:
     lines = [
         "# Weighted sums (benchmarks/bench_weighted.py)",
         "",
-        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {today()}, commit {git_commit()}. 2^27 int32 "
-        f"values with float32 weights, median ms of {REPS} CUDA-event timings after {WARMUP} warm-ups. floor: values' "
-        "and weights' bytes at the measured copy bandwidth. torch's best: the faster of torch.bincount and index_add_; "
-        "det / atomic: the deterministic path over the atomic one (issue 52: <= 1.5x).",
+        f"{run_facts()} 2^27 int32 values with float32 weights, median ms of {REPS} CUDA-event timings after "
+        f"{WARMUP} warm-ups. floor: values' and weights' bytes at the measured copy bandwidth. torch's best: the "
+        "faster of torch.bincount and index_add_; det / atomic: the deterministic path over the atomic one (issue 52: "
+        "<= 1.5x).",
         "",
     ]
     lines += md_table(["case"] + columns + ["torch's best / dsmhist", "det / atomic", "target (ms)"], rows)
@@ -101,12 +100,8 @@ def render(results: List[Tuple[str, int, Dict[str, Optional[float]]]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", type=Path, help="also copy RESULTS.md into this directory")
-    parser.add_argument("--quick", action="store_true", help="uniform cases only; RESULTS.md is left as it is")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_weighted needs a CUDA device")
+    args = gpu_benchmark_args("bench_weighted", __doc__, quick="uniform cases only; RESULTS.md is left as it is")
+    if args is None:
         return 2
     copy_bw = copy_bandwidth(N * 4)
     gen = torch.Generator(device="cuda").manual_seed(52)
@@ -118,7 +113,7 @@ def main() -> int:
         times = run_case(bins, distribution, copy_bw, gen)
         torch.cuda.empty_cache()
         failed |= times["dsmhist"] is None or times["deterministic"] is None
-        print(f"[{i}/{len(cases)}] {label}: " + ", ".join(f"{k} {fmt(v) if v else 'FAIL'}" for k, v in times.items()))
+        print(f"[{i}/{len(cases)}] {label}: {timings_text(times)}")
         results.append((label, bins, times))
     section = render(results)
     if not args.quick:

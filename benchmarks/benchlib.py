@@ -1,9 +1,11 @@
-"""What every benchmark script shares: the package import, device facts, timing (CUDA events, host clocks), inputs
-(the suite's distributions, L2-rotating copies, the device's tier boundaries), the contenders (torch.bincount,
-torch.histc, a forced tier, CUB), result cells and tables, the marked section of RESULTS.md a script owns, and
-throughput plots. The scripts import this module and never each other, so any of them can run first.
+"""What every benchmark script shares: the package import, device facts, the command line and exit status, timing
+(CUDA events, host clocks), inputs (the suite's distributions, L2-rotating copies, the device's tier boundaries), the
+contenders (torch.bincount, torch.histc, a forced tier, CUB), result cells and tables, the marked section of
+RESULTS.md a script owns, and throughput plots. The scripts import this module and never each other, so any of them
+can run first.
 """
 
+import argparse
 import ctypes
 import datetime
 import hashlib
@@ -74,14 +76,46 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def run_facts() -> str:
+    """The run as a results section states it, one sentence: "<device>, torch <version>, <date>, commit <commit>"."""
+    return f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {today()}, commit {git_commit()}."
+
+
 def tier_names(planner_only: bool = False) -> Tuple[str, ...]:
     """The extension's tiers in the planner's order (only those the planner may pick, when asked)."""
     return tuple(tier.name for tier in tier_table() if tier.planner_may_pick or not planner_only)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Progress and errors
+# Command line, progress and errors
 # ---------------------------------------------------------------------------------------------------------------
+
+OUT_DIR_HELP = "also copy RESULTS.md into this directory"
+
+
+def gpu_benchmark_args(script: str, doc: str, **options: str) -> Optional[argparse.Namespace]:
+    """Parse the command line of the GPU benchmark `script`, whose docstring is `doc` (its first line describes the
+    script in --help). None, after saying that `script` needs a CUDA device, when there is none: the script then
+    measures nothing (--help still works without one).
+
+    Each keyword names an option and gives its help text; --help lists them in the order given. `out_dir` is
+    --out-dir, a directory (args.out_dir: a Path, or None), listed first with OUT_DIR_HELP unless given; any other
+    keyword is a switch (no_cub: --no-cub, args.no_cub: a bool). Scripts with options of other kinds build their own
+    parser."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if "out_dir" not in options:
+        options = {"out_dir": OUT_DIR_HELP, **options}
+    for name, help_text in options.items():
+        flag = "--" + name.replace("_", "-")
+        if name == "out_dir":
+            parser.add_argument(flag, type=Path, help=help_text)
+        else:
+            parser.add_argument(flag, action="store_true", help=help_text)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print(f"{script} needs a CUDA device")
+        return None
+    return args
 
 
 def log(message: str) -> None:
@@ -100,6 +134,13 @@ def progress(items: Sequence[Tuple[Any, ...]], desc: str) -> Iterator[Tuple[Any,
 
 def first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def exit_status(failures: Sequence[str]) -> int:
+    """A script's exit status after its correctness failures, each printed to stderr: 1 when there was one, else 0."""
+    for failure in failures:
+        print(f"CORRECTNESS FAILURE: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def release() -> None:
@@ -246,6 +287,20 @@ def device_boundaries() -> Tuple[int, int]:
 # ---------------------------------------------------------------------------------------------------------------
 # Contenders
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def contender_labels(tiers: Sequence[str], histc_label: str = "torch.histc", **others: str) -> Dict[str, str]:
+    """Column labels of the histogram contenders: the planner's choice ("auto"), each of `tiers` forced,
+    torch.bincount, torch.histc (labelled `histc_label`), any `others` (name=label) and the empty kernel (the launch
+    cost)."""
+    return {
+        "auto": "dsmhist auto",
+        **{tier: f"tier {tier}" for tier in tiers},
+        "bincount": "torch.bincount",
+        "histc": histc_label,
+        **others,
+        "empty": "empty kernel",
+    }
 
 
 def bincount(x: torch.Tensor, bins: int) -> torch.Tensor:
@@ -421,6 +476,11 @@ class Cell:
         return f"**{self.status}** {value}".strip() if self.failed else self.status
 
 
+def timings_text(times: Dict[str, Optional[float]]) -> str:
+    """A progress line's timings: "name ms" for each contender, FAIL for one that gave a wrong result (None)."""
+    return ", ".join(f"{name} {fmt(ms) if ms else 'FAIL'}" for name, ms in times.items())
+
+
 def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> List[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows] + [""]
@@ -447,6 +507,14 @@ def write_results_section(name: str, body: str, out_dir: Optional[Path] = None) 
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(RESULTS, out_dir / RESULTS.name)
     return section
+
+
+def copy_into(out_dir: Optional[Path], paths: Iterable[Path]) -> None:
+    """Copy each of `paths` (results, plots) into out_dir, created if need be; nothing when out_dir is None."""
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for path in paths:
+            shutil.copy2(path, out_dir / path.name)
 
 
 def throughput_plot(

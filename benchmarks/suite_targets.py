@@ -3,7 +3,7 @@ the issue states it, the run's figure and a verdict ("met", or "missed: ..." by 
 What was tried for a missed target is in benchmarks/NOTES.md; the targets no suite case measures are named below the
 table (render)."""
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from benchlib import fmt, md_table
 
@@ -45,6 +45,19 @@ def _time_target(
     return figure, "missed: " + "; ".join(misses) if misses else "met"
 
 
+def _worst_ratio_target(
+    target: str, ratios: Sequence[Tuple[Any, ...]], limit: float, where: Callable[..., Tuple[str, str]]
+) -> Tuple[str, str, str]:
+    """(target, figure, verdict) of "no ratio above `limit`" from (ratio, *case) tuples. The worst is the largest tuple
+    (so of equal ratios, the larger case); where(*case) gives that case's name in the figure and in a miss."""
+    if not ratios:
+        return target, "—", "not measured"
+    worst, *case = max(ratios)
+    in_figure, in_miss = where(*case)
+    verdict = "met" if worst <= limit else f"missed: {worst:.2f}x at {in_miss}"
+    return target, f"worst {worst:.2f}x {in_figure}", verdict
+
+
 def judge(ms: Lookup) -> List[Tuple[str, str, str]]:
     """(target, this run's figure, verdict) for every target of issue 15 a suite case measures."""
     rows = []
@@ -65,31 +78,15 @@ def judge(ms: Lookup) -> List[Tuple[str, str, str]]:
         for d in SKEWED
         if (skewed := ms("bins", d, str(b), "auto"))
     ]
-    if ratios:
-        worst, dist, bins = max(ratios)
-        rows.append(
-            (
-                target,
-                f"worst {worst:.2f}x ({dist}, {bins} bins)",
-                "met" if worst <= 1.25 else f"missed: {worst:.2f}x at {bins} bins ({dist})",
-            )
+    rows.append(
+        _worst_ratio_target(
+            target, ratios, 1.25, lambda dist, bins: (f"({dist}, {bins} bins)", f"{bins} bins ({dist})")
         )
-    else:
-        rows.append((target, "—", "not measured"))
+    )
 
     target = "uniform: none slower than when the issue was filed (it gave no figures for the others)"
     then = [(uniform[b] / filed, b) for b, filed in FILED_MS.items() if uniform[b] is not None]
-    if then:
-        worst, bins = max(then)
-        rows.append(
-            (
-                target,
-                f"worst {worst:.2f}x of then ({bins} bins)",
-                "met" if worst <= 1.0 else f"missed: {worst:.2f}x at {bins} bins",
-            )
-        )
-    else:
-        rows.append((target, "—", "not measured"))
+    rows.append(_worst_ratio_target(target, then, 1.0, lambda bins: (f"of then ({bins} bins)", f"{bins} bins")))
 
     for target, label, limit_ms in (
         ("uint8, 2^30 values, 256 bins: <= 0.45 ms", "uint8, 2^30, 256 bins", 0.45),
