@@ -103,12 +103,15 @@ void bin_points_into(const EdgesArgs& args, const at::Tensor& points2d, const st
 
 // One histogram per row from every element's int32 bin: `bin_into(indices)` fills [rows, row_length] (kDroppedPoint
 // where dropped; 4 bytes an element), then one batched count of it into [rows, total_bins] (the index-mode batched
-// histogram: one launch on CUDA). The batched histogramdd and per-row edges.
+// histogram: one launch on CUDA). Per-row edges, and the batched histogramdd where the backend's one pass declines
+// (into `allocated` when given: the output that call allocated).
 template <typename Backend, typename BinInto>
 at::Tensor count_binned_rows(const char* op, const EdgesArgs& args, const at::Tensor& input, int64_t row_length,
-                             const std::optional<at::Tensor>& weight, BinInto&& bin_into) {
-  at::Tensor output =
-      allocate_named(op, "the output", args.output_shape, input.options().dtype(args.count.output_dtype));
+                             const std::optional<at::Tensor>& weight, BinInto&& bin_into,
+                             std::optional<at::Tensor> allocated = std::nullopt) {
+  at::Tensor output = allocated.has_value() ? *allocated
+                                            : allocate_named(op, "the output", args.output_shape,
+                                                             input.options().dtype(args.count.output_dtype));
   if (args.total_bins == 0 || args.rows == 0) return output;
   at::Tensor indices = allocate_named(op, "the bin indices", {args.rows, row_length}, input.options().dtype(at::kInt));
   bin_into(indices);
@@ -176,6 +179,31 @@ void bin_all_points(const EdgesArgs& args, const at::Tensor& points2d, const std
   bin_points_into<Backend>(args, points2d, edges, indices.mutable_data_ptr<int32_t>(), /*each_dim_alone=*/false);
 }
 
+// Batched histogramdd (input [..., N, D], weight [..., N]) in the backend's one pass into `output` ([rows, bins] in
+// row-major order), or false, with nothing written, where the backend has none for the call.
+template <typename Backend>
+bool count_rows_in_one_pass(const char* op, const EdgesArgs& args, const at::Tensor& input,
+                            const std::vector<at::Tensor>& edges, const std::optional<at::Tensor>& weight,
+                            at::Tensor& output) {
+  const at::Tensor rows3d = input.reshape({args.rows, input.size(-2), args.dims});  // a view where strides allow
+  at::Tensor edge_buffer;
+  EdgeBinParams p = make_edge_bin_params(args, rows3d[0], edges, &edge_buffer);
+  p.first_point = 0;
+  p.points = rows3d.size(1);
+  p.rows = args.rows;
+  p.row_stride = rows3d.stride(0);
+  std::optional<at::Tensor> weight2d;
+  if (weight.has_value()) weight2d = weight->reshape({args.rows, rows3d.size(1)});
+  std::optional<at::Tensor> weight1d;
+  if (weight2d.has_value()) weight1d = (*weight2d)[0];
+  EdgeCountParams c = make_edge_count_params(args, output, weight1d);
+  if (weight2d.has_value()) {
+    c.weight = weight2d->const_data_ptr();
+    c.weight_row_stride = weight2d->stride(0);
+  }
+  return Backend::edge_histogram(op, p, c, rows3d);
+}
+
 template <typename Backend>
 at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
                        c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
@@ -187,10 +215,18 @@ at::Tensor histogramdd(const at::Tensor& input, at::TensorList edges, const std:
   Backend::check_edges(op, edge_list, true);
   std::optional<at::Tensor> weight_tensor;
   if (weight.has_value() && weight->defined()) weight_tensor = *weight;
-  if (input.dim() > 2) {  // [..., N, D]: every point's flat bin, then one batched count
-    return count_binned_rows<Backend>(op, args, input, input.size(-2), weight_tensor, [&](at::Tensor& indices) {
-      bin_all_points<Backend>(args, input.reshape({-1, args.dims}), edge_list, indices);
-    });
+  if (input.dim() > 2) {  // [..., N, D]: the backend's one pass over the rows, else every point's flat bin, then
+                          // one batched count
+    at::Tensor output =
+        allocate_named(op, "the output", args.output_shape, input.options().dtype(args.count.output_dtype));
+    if (args.total_bins > 0 && args.rows > 0 && input.size(-2) > 0 &&
+        count_rows_in_one_pass<Backend>(op, args, input, edge_list, weight_tensor, output)) {
+      return output;
+    }
+    return count_binned_rows<Backend>(
+        op, args, input, input.size(-2), weight_tensor,
+        [&](at::Tensor& indices) { bin_all_points<Backend>(args, input.reshape({-1, args.dims}), edge_list, indices); },
+        output);
   }
   return count_points<Backend>(op, args, input, edge_list, weight_tensor);
 }

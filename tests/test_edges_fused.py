@@ -233,3 +233,55 @@ def test_launch_log_names_the_fused_mode():
     assert forced and all("tier global" in line for line in forced), forced
     assert len(doubles) == 1 and "fused edges, mode global, float64 sums" in doubles[0], doubles
     assert deterministic and not any("fused" in line for line in deterministic), deterministic
+
+
+BATCHED_LOG_SCRIPT = """
+import sys, torch, torch_dsmhist
+edges = [torch.linspace(-2, 2, 17, device="cuda")] * 3
+torch_dsmhist.histogramdd(torch.randn(5, 1001, 3, device="cuda"), edges)
+print("CALL", file=sys.stderr, flush=True)
+torch_dsmhist.histogramdd(torch.randn(3, 1001, 2, device="cuda"), [torch.linspace(-2, 2, 513, device="cuda")] * 2)
+print("CALL", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "rows, points, bins",
+    [(7, 50_001, (16, 16, 16)), (300, 37, (16, 16, 16)), (5, 20_000, (40, 30)), (3, 999, (9, 8, 7, 6))],
+    ids=["rows split between blocks", "many rows a block", "2-D", "4-D"],
+)
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "float32 sums"])
+def test_fused_batched_rows_equal_a_loop_of_calls(rows, points, bins, weighted, gen):
+    """Batched histogramdd ([rows, N, D]) in the one pass (block shares cross rows; each row flushed into its own
+    output row) against one unbatched call a row, dense and as a strided view."""
+    edges = [edges_for(b, gen).cuda() for b in bins]
+    dims = len(bins)
+    base = torch.randn(rows, points, dims + 1, generator=gen).cuda()
+    weight = torch.rand(rows, points, generator=gen).cuda() if weighted else None
+    for pts in (base[..., :dims].contiguous(), base[..., 1:]):
+        out = torch_dsmhist.histogramdd(pts, edges, weight=weight)
+        for r in range(rows):
+            row = torch_dsmhist.histogramdd(pts[r], edges, weight=None if weight is None else weight[r])
+            if weighted:
+                torch.testing.assert_close(out[r], row, rtol=1e-5, atol=1e-4, msg=f"row {r}")
+            else:
+                assert torch.equal(out[r], row), f"row {r}"
+
+
+def test_launch_log_batched_rows_take_the_one_pass():
+    """Batched histogramdd with bins that fit a block: one fused launch naming its rows; more bins: two stages."""
+    env = dict(os.environ, DSMHIST_LOG_LAUNCHES="1")
+    result = subprocess.run(
+        [sys.executable, "-c", BATCHED_LOG_SCRIPT], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    calls, current = [], []
+    for line in result.stderr.splitlines():
+        if line.startswith("torch_dsmhist launch:"):
+            current.append(line)
+        elif line.startswith("CALL"):
+            calls.append(current)
+            current = []
+    shared, wide = calls
+    assert len(shared) == 1 and "fused edges, mode shared," in shared[0] and shared[0].endswith("rows 5"), shared
+    assert wide and not any("fused" in line for line in wide), wide

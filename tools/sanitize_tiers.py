@@ -389,6 +389,16 @@ def edges_cases(gen: torch.Generator):
         lambda p=points.cuda(), g=[e.cuda() for e in cube]: torch_dsmhist.histogramdd(p, g),
         lambda: torch_dsmhist.histogramdd(points, cube),
     )
+    # Batched rows in the one pass: block shares that split rows, and blocks that flush many small rows.
+    for rows, per_row in ((5, 1400), (350, 20)):
+        batch = points[: rows * per_row].view(rows, per_row, 3)
+        yield (
+            f"auto histogramdd 16x16x16 batched {rows} rows",
+            "auto",
+            None,
+            lambda p=batch.cuda(), g=[e.cuda() for e in cube]: torch_dsmhist.histogramdd(p, g),
+            lambda b=batch: torch_dsmhist.histogramdd(b, cube),
+        )
     # The one pass's modes (docs/tiers/edges.md): 5x64x200 bins above is "owned"; 1024x1024 is "global".
     wide = [torch.sort(torch.rand(1025, generator=gen) * 2 - 1).values for _ in range(2)]
     yield (

@@ -48,7 +48,8 @@ def histogramdd(
     """N-D histogram of the points of ``input`` ``[N, D]`` over one sorted edges tensor per dim
     (``torch.ops.dsmhist.histogramdd``); the output has shape ``(len(edges[0]) - 1, ..., len(edges[D-1]) - 1)``.
     Batched: ``input`` ``[..., N, D]`` gives one histogram per leading index, shape ``[..., b0, ..., bD-1]`` (every
-    batch over the same edges; one binning pass and one batched count, 4 extra bytes a point).
+    batch over the same edges; on CUDA one pass where the bins fit a block's shared memory, else one binning pass and
+    one batched count, 4 extra bytes a point).
 
     Each coordinate is binned as in :func:`histogram_edges`; a point is dropped when any coordinate is outside its
     dim's edges or NaN (with ``out_of_range="clamp"`` an outside coordinate goes to its dim's first / last bin, NaN

@@ -44,6 +44,10 @@ struct EdgeBinParams {
   // kDroppedPoint) written to out[d * out_dim_stride + i]; flat_stride is unused.
   bool each_dim_alone = false;
   int64_t out_dim_stride = 0;
+  // Batched N-D histograms in the fused path (input [rows, points, dims]): row r's points start at input element
+  // r * row_stride and count into row r of the output ([rows, bins]). 1 row elsewhere.
+  int64_t rows = 1;
+  int64_t row_stride = 0;
 };
 
 // Where the fused edges path (bin and count in one pass) adds each point: the output (zeroed by the launch), its
@@ -55,7 +59,8 @@ struct EdgeCountParams {
   AccKind acc = AccKind::kCount;
   const void* weight = nullptr;
   WeightType weight_type = WeightType::kNone;
-  int64_t weight_stride = 0;  // point i's weight is weight[i * weight_stride] (in elements)
+  int64_t weight_stride = 0;      // point i's weight is weight[i * weight_stride] (in elements)
+  int64_t weight_row_stride = 0;  // batched rows: row r's weights start at weight[r * weight_row_stride]
 };
 
 // The first index in [lo, hi) whose edge is greater than x (hi when none is), by a binary search whose steps are

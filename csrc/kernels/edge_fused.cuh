@@ -124,6 +124,7 @@ struct FusedCounter {
   Acc* own_bins;
   int32_t lo, hi;  // the bins this block counts (kOwned; everything elsewhere)
   int lane;
+  int64_t weight_offset = 0;  // batched rows: where the current row's weights start
 
   // The flat bin of a point whose coordinates are x (kDims > 0) or at `point` (kDims == 0); kDroppedPoint where it
   // is dropped or not this block's (kOwned: a dim that leaves every flat bin the point can still reach outside
@@ -157,7 +158,7 @@ struct FusedCounter {
     }
     if (flat < 0) return;
     Acc value = Acc(1);  // counts have no weight; sums always have one
-    if constexpr (!kCounts) value = load_weight<Acc>(c.weight, c.weight_type, i * c.weight_stride);
+    if constexpr (!kCounts) value = load_weight<Acc>(c.weight, c.weight_type, weight_offset + i * c.weight_stride);
     if constexpr (kMode == FusedMode::kGlobal) {
       add_to_output<Acc>(c, flat, value);
     } else {

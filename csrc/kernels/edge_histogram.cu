@@ -96,6 +96,78 @@ __device__ __forceinline__ void count_points(const EdgeBinParams& p, const Fused
   }
 }
 
+// Adds a block's bins [lo, lo + f.bins_per_block) (the sum of their copies) into `output_row` of the output, and
+// with `rezero` zeroes them for the next row. The caller's barrier has made every add visible.
+template <typename Acc>
+__device__ __forceinline__ void flush_bins(const EdgeCountParams& c, const FusedShape& f, Acc* bins, int32_t lo,
+                                           int64_t output_row, bool rezero) {
+  for (int32_t j = threadIdx.x; j < f.bins_per_block; j += blockDim.x) {
+    const int64_t bin = int64_t(lo) + j;
+    if (bin >= c.bins) break;
+    Acc sum = Acc(0);
+    for (int32_t r = 0; r < f.replicas; ++r) {
+      sum += bins[r * f.bins_per_block + j];
+      if (rezero) bins[r * f.bins_per_block + j] = Acc(0);
+    }
+    if (sum != Acc(0)) add_to_output<Acc>(c, output_row * c.bins + bin, sum);
+  }
+}
+
+// Batched rows (p.rows > 1, bins in shared memory): block b counts a contiguous share of the rows' points, taken row
+// by row: each row's part into its bins, flushed into that row of the output before the next row's part. A row split
+// between blocks is added by each (atomically).
+template <typename T, typename Acc, int kDims, int kEdges>
+__device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, const EdgeCountParams& c,
+                                                     const FusedShape& f, const DimFacts<edge_t<T>>* facts,
+                                                     const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table,
+                                                     Acc* bins) {
+  using E = edge_t<T>;
+  using Counter = FusedCounter<E, Acc, kDims, FusedMode::kShared, kEdges>;
+  constexpr int kX = Counter::kX;
+  constexpr int kSteps = kEdgePointsPerStep;
+  Counter counter{p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
+  if constexpr (kDims > 0) {
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
+  }
+  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
+  const int64_t total = p.rows * p.points;
+  const int64_t share = (total + gridDim.x - 1) / gridDim.x;
+  int64_t begin = int64_t(blockIdx.x) * share < total ? int64_t(blockIdx.x) * share : total;
+  const int64_t end = begin + share < total ? begin + share : total;
+  while (begin < end) {
+    const int64_t row = begin / p.points;
+    const int64_t first = begin - row * p.points;
+    const int64_t last = end - row * p.points < p.points ? end - row * p.points : p.points;
+    const T* row_input = static_cast<const T*>(p.input) + row * p.row_stride;
+    counter.weight_offset = row * c.weight_row_stride;
+    for (int64_t base = first + threadIdx.x; base < last; base += int64_t(blockDim.x) * kSteps) {
+      E x[kSteps][kX];
+      if constexpr (kDims > 0) {
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+          const int64_t i = base + int64_t(u) * blockDim.x;
+          if (i < last) {
+#pragma unroll
+            for (int d = 0; d < kDims; ++d) {
+              x[u][d] = static_cast<E>(to_compute(row_input[i * p.point_stride + d * p.dim_stride]));
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) {
+        const int64_t i = base + int64_t(u) * blockDim.x;
+        if (i < last) counter.add(counter.flat_bin(x[u], row_input + i * p.point_stride), i);
+      }
+    }
+    __syncthreads();  // every add of this row's part lands before the bins are flushed
+    flush_bins<Acc>(c, f, bins, 0, row, /*rezero=*/true);
+    __syncthreads();  // the bins are zero again before the next row's adds
+    begin = row * p.points + last;
+  }
+}
+
 // One block's share of a call in mode kMode: count its points, then (bins in shared memory) flush its bins.
 template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
 __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f,
@@ -115,13 +187,7 @@ __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const Ed
   count_points<T, Counter, kDims>(p, f, counter);
   if constexpr (kMode != FusedMode::kGlobal) {
     __syncthreads();  // every add into the block's bins must land before they are flushed
-    for (int32_t j = threadIdx.x; j < f.bins_per_block; j += blockDim.x) {
-      const int64_t bin = int64_t(counter.lo) + j;
-      if (bin >= c.bins) break;
-      Acc sum = Acc(0);
-      for (int32_t r = 0; r < f.replicas; ++r) sum += bins[r * f.bins_per_block + j];
-      if (sum != Acc(0)) add_to_output<Acc>(c, bin, sum);
-    }
+    flush_bins<Acc>(c, f, bins, counter.lo, /*output_row=*/0, /*rezero=*/false);
   }
 }
 
@@ -162,7 +228,11 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   __syncthreads();  // no point may be binned before every table is complete
   switch (f.mode) {
     case FusedMode::kShared:
-      count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+      if (p.rows > 1) {
+        count_rows_and_flush<T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+      } else {
+        count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+      }
       break;
     case FusedMode::kOwned:
       count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
@@ -240,6 +310,8 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
     while (f->replicas & (f->replicas - 1)) --f->replicas;  // a power of two: warps spread evenly over the copies
     f->owners = 1;
     f->bins_per_block = static_cast<int32_t>(c.bins);
+  } else if (p.rows > 1) {
+    return cudaSuccess;  // batched rows count in shared memory only: more bins take two stages
   } else {
     f->owners = 0;
     for (int owners = 2; owners <= kEdgeMaxOwnerBlocks; ++owners) {
@@ -263,8 +335,8 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   }
   const int64_t bins_region = round_up16(int64_t(f->replicas) * f->bins_per_block * acc_bytes);
   f->staging_offset = bins_region;
-  f->vector_points = sizeof(T) == 4 && p.dims <= 3 && p.point_stride == p.dims && (p.dims == 1 || p.dim_stride == 1) &&
-                     reinterpret_cast<uintptr_t>(p.input) % 16 == 0;
+  f->vector_points = sizeof(T) == 4 && p.rows == 1 && p.dims <= 3 && p.point_stride == p.dims &&
+                     (p.dims == 1 || p.dim_stride == 1) && reinterpret_cast<uintptr_t>(p.input) % 16 == 0;
   f->facts_bytes = round_up16(p.dims * static_cast<int64_t>(sizeof(DimFacts<E>)));
   f->edges_bytes = round_up16(p.edge_offset[p.dims] * static_cast<int64_t>(sizeof(E)));
   // Staging takes what keeps two blocks on an SM where that leaves it room, else what one block may have; the edges
@@ -299,11 +371,12 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
   if (err != cudaSuccess) return err;
   const int64_t resident_groups = std::max<int64_t>(1, int64_t(per_sm) * caps.sm_count / f->owners);
+  const int64_t all_points = p.rows * p.points;
   const int64_t wanted_groups =
-      (p.points + int64_t(threads) * kEdgeMinPointsPerThread - 1) / (int64_t(threads) * kEdgeMinPointsPerThread);
+      (all_points + int64_t(threads) * kEdgeMinPointsPerThread - 1) / (int64_t(threads) * kEdgeMinPointsPerThread);
   const int64_t groups = std::max<int64_t>(1, std::min(resident_groups, wanted_groups));
   // A block's 32-bit counts: at most points / groups adds from its own group, rounded up to its threads' steps.
-  if (f->mode != FusedMode::kGlobal && (p.points / groups + int64_t(threads) * kEdgePointsPerStep) >= UINT32_MAX) {
+  if (f->mode != FusedMode::kGlobal && (all_points / groups + int64_t(threads) * kEdgePointsPerStep) >= UINT32_MAX) {
     return cudaSuccess;
   }
   plan->fused = true;
@@ -327,7 +400,7 @@ cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams&
   cudaError_t err = visit_input_type(
       p.input_type, [&](auto tag) { return plan_typed<typename decltype(tag)::type>(p, c, device, plan, &f, &table); });
   if (err != cudaSuccess || !plan->fused) return err;  // declined: nothing launched, nothing written
-  err = cudaMemsetAsync(c.output, 0, static_cast<size_t>(c.bins * output_bytes(c.output_type)), stream);
+  err = cudaMemsetAsync(c.output, 0, static_cast<size_t>(p.rows * c.bins * output_bytes(c.output_type)), stream);
   if (err != cudaSuccess || p.points == 0) return err;
   void* args[] = {const_cast<EdgeBinParams*>(&p), const_cast<EdgeCountParams*>(&c), &table, &f};
   err = cudaLaunchKernel(plan->kernel, dim3(static_cast<unsigned int>(plan->grid)), dim3(plan->threads), args,
