@@ -204,14 +204,11 @@ print("CALL deterministic", file=sys.stderr, flush=True)
 """
 
 
-def test_launch_log_names_the_fused_mode():
-    """The planner's choice per shape (what the tests above rely on to cover every mode), the two stages under a
-    forced tier and for deterministic sums."""
-    shapes = [s[1] for s in SHAPES]
+def logged_launches_per_call(script: str, *args: str):
+    """Runs `script` in a fresh process with the launch log on; the launch lines it printed before each "CALL" line
+    (both on stderr), one list per call."""
     env = dict(os.environ, DSMHIST_LOG_LAUNCHES="1")
-    result = subprocess.run(
-        [sys.executable, "-c", LOG_SCRIPT, repr(shapes)], capture_output=True, text=True, timeout=300, env=env
-    )
+    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     calls, current = [], []
     for line in result.stderr.splitlines():
@@ -220,7 +217,15 @@ def test_launch_log_names_the_fused_mode():
         elif line.startswith("CALL"):
             calls.append(current)
             current = []
-    assert len(calls) == len(shapes) + 3, result.stderr[-3000:]
+    return calls
+
+
+def test_launch_log_names_the_fused_mode():
+    """The planner's choice per shape (what the tests above rely on to cover every mode), the two stages under a
+    forced tier and for deterministic sums."""
+    shapes = [s[1] for s in SHAPES]
+    calls = logged_launches_per_call(LOG_SCRIPT, repr(shapes))
+    assert len(calls) == len(shapes) + 3, calls
     for (label, shape, mode), lines in zip(SHAPES, calls):
         if mode == "two stages":
             assert lines and not any("fused" in line for line in lines), (label, lines)
@@ -270,18 +275,6 @@ def test_fused_batched_rows_equal_a_loop_of_calls(rows, points, bins, weighted, 
 
 def test_launch_log_batched_rows_take_the_one_pass():
     """Batched histogramdd with bins that fit a block: one fused launch naming its rows; more bins: two stages."""
-    env = dict(os.environ, DSMHIST_LOG_LAUNCHES="1")
-    result = subprocess.run(
-        [sys.executable, "-c", BATCHED_LOG_SCRIPT], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    calls, current = [], []
-    for line in result.stderr.splitlines():
-        if line.startswith("torch_dsmhist launch:"):
-            current.append(line)
-        elif line.startswith("CALL"):
-            calls.append(current)
-            current = []
-    shared, wide = calls
+    shared, wide = logged_launches_per_call(BATCHED_LOG_SCRIPT)
     assert len(shared) == 1 and "fused edges, mode shared," in shared[0] and shared[0].endswith("rows 5"), shared
     assert wide and not any("fused" in line for line in wide), wide
