@@ -1,4 +1,5 @@
-"""Test data, device capacities, and a reference histogram written with plain torch ops (independent of the op)."""
+"""Test data, device capacities, a reference histogram written with plain torch ops (independent of the op), and
+measurements and checks that several test files make."""
 
 import contextlib
 import functools
@@ -239,6 +240,37 @@ def deterministic_algorithms(on: bool = True) -> contextlib.AbstractContextManag
 def host_sync_raises() -> contextlib.AbstractContextManager:
     """torch.cuda.set_sync_debug_mode("error") for the block: any host synchronisation in it raises."""
     return torch_setting(torch.cuda.get_sync_debug_mode, torch.cuda.set_sync_debug_mode, "error")
+
+
+Result = TypeVar("Result")
+
+
+def cuda_memory_growth(call: Callable[[], Result]) -> Tuple[Result, int]:
+    """call()'s result, and the most CUDA memory allocated during it beyond what was allocated before it (bytes, the
+    caching allocator's peak; the device synchronised before and after)."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    result = call()
+    torch.cuda.synchronize()
+    return result, torch.cuda.max_memory_allocated() - before
+
+
+def check_row_weight_gradient(histogram: Callable, values, edges, weight: torch.Tensor, bin_indices: Callable) -> None:
+    """The weight gradient of an op that gives one histogram a row, histogram(values, edges, weight[, out_of_range])
+    with rows over weight's leading dims: gradcheck with either rule, then the gradient itself, where a kept point's
+    weight gets its row's bin's gradient and a dropped point's (bin -1 in bin_indices(values, edges, "ignore"))
+    none."""
+    torch.autograd.gradcheck(lambda w: histogram(values, edges, w), (weight,))
+    torch.autograd.gradcheck(lambda w: histogram(values, edges, w, "clamp"), (weight,))
+    out = histogram(values, edges, weight)
+    grad_out = torch.randn_like(out)
+    (grad,) = torch.autograd.grad(out, weight, grad_out)
+    bins = bin_indices(values, edges, "ignore").long()
+    assert bins.shape == weight.shape, (bins.shape, weight.shape)
+    rows = math.prod(weight.shape[:-1])
+    picked = grad_out.reshape(rows, -1).gather(1, bins.reshape(rows, -1).clamp_min(0)).reshape(weight.shape)
+    assert torch.equal(grad, torch.where(bins >= 0, picked, torch.zeros_like(picked)))
 
 
 def exact_weights(n: int, gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -17,7 +17,13 @@ import torch
 import torch_dsmhist
 
 from conftest import DEVICES, cuda_only
-from helpers import deterministic_algorithms, make_index_values, make_range_values, reference_histogram
+from helpers import (
+    cuda_memory_growth,
+    deterministic_algorithms,
+    make_index_values,
+    make_range_values,
+    reference_histogram,
+)
 
 # ---------------------------------------------------------------------------------------------------------------
 # 1-2. Nothing written by a call that raises; out= accepts what histogram accepts
@@ -356,11 +362,8 @@ def test_backward_memory_bound(weight_dtype, gen):
     w = torch.rand(n, generator=gen).to(device="cuda", dtype=weight_dtype).requires_grad_()
     out = torch_dsmhist.histogram(x, 1000, weight=w)
     grad = torch.randn(1000, generator=gen).cuda()
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    (gw,) = torch.autograd.grad(out, w, grad)
-    extra = torch.cuda.max_memory_allocated() - base - gw.numel() * gw.element_size()
+    (gw,), growth = cuda_memory_growth(lambda: torch.autograd.grad(out, w, grad))
+    extra = growth - gw.numel() * gw.element_size()
     per_element = 13 if weight_dtype.itemsize == 2 else 9
     assert extra <= per_element * n + (4 << 20), (extra, per_element * n)
     expected = grad[x].to(weight_dtype)

@@ -12,7 +12,7 @@ from test_edges import random_edges, random_values, reference_nd
 import torch_dsmhist
 
 from conftest import DEVICES
-from helpers import deterministic_algorithms
+from helpers import check_row_weight_gradient, deterministic_algorithms
 
 
 def batched_reference(points: torch.Tensor, edges, weight=None, clamp=False) -> np.ndarray:
@@ -97,16 +97,7 @@ def test_batched_histogramdd_weight_gradient(device, gen):
     points = torch.randn(2, 3, 20, 2, generator=gen, dtype=torch.float64).to(device)
     edges = [torch.linspace(-1, 1, 5, dtype=torch.float64, device=device)] * 2
     w = torch.rand(2, 3, 20, generator=gen, dtype=torch.float64).to(device).requires_grad_()
-    torch.autograd.gradcheck(lambda w: torch_dsmhist.histogramdd(points, edges, w), (w,))
-    torch.autograd.gradcheck(lambda w: torch_dsmhist.histogramdd(points, edges, w, "clamp"), (w,))
-    # A dropped point's weight gets no gradient, and a kept one its row's bin's.
-    out = torch_dsmhist.histogramdd(points, edges, w)
-    grad_out = torch.randn_like(out)
-    (grad,) = torch.autograd.grad(out, w, grad_out)
-    indices = torch.ops.dsmhist._edge_bin_indices(points, edges, "ignore").long()
-    assert indices.shape == (2, 3, 20)
-    picked = grad_out.reshape(6, -1).gather(1, indices.reshape(6, -1).clamp_min(0)).reshape(2, 3, 20)
-    assert torch.equal(grad, torch.where(indices >= 0, picked, torch.zeros_like(picked)))
+    check_row_weight_gradient(torch_dsmhist.histogramdd, points, edges, w, torch.ops.dsmhist._edge_bin_indices)
 
 
 @pytest.mark.parametrize("device", DEVICES)

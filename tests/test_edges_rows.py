@@ -11,7 +11,7 @@ from test_edges import random_values, reference_nd
 import torch_dsmhist
 
 from conftest import DEVICES
-from helpers import host_sync_raises
+from helpers import check_row_weight_gradient, cuda_memory_growth, host_sync_raises
 
 
 def sorted_rows(rows, count, dtype, gen) -> torch.Tensor:
@@ -78,15 +78,7 @@ def test_per_row_edges_weight_gradient(device, gen):
     x = torch.randn(3, 2, 25, generator=gen, dtype=torch.float64).to(device)
     edges = sorted_rows((3, 2), 6, torch.float64, gen).to(device)
     w = torch.rand(3, 2, 25, generator=gen, dtype=torch.float64).to(device).requires_grad_()
-    torch.autograd.gradcheck(lambda w: torch_dsmhist.histogram_edges(x, edges, w), (w,))
-    torch.autograd.gradcheck(lambda w: torch_dsmhist.histogram_edges(x, edges, w, "clamp"), (w,))
-    out = torch_dsmhist.histogram_edges(x, edges, w)
-    grad_out = torch.randn_like(out)
-    (grad,) = torch.autograd.grad(out, w, grad_out)
-    bins = torch.ops.dsmhist._row_edge_bin_indices(x, edges, "ignore").long()
-    assert bins.shape == x.shape and bins.dtype == torch.int64
-    picked = grad_out.reshape(6, -1).gather(1, bins.reshape(6, -1).clamp_min(0)).reshape(x.shape)
-    assert torch.equal(grad, torch.where(bins >= 0, picked, torch.zeros_like(picked)))
+    check_row_weight_gradient(torch_dsmhist.histogram_edges, x, edges, w, torch.ops.dsmhist._row_edge_bin_indices)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -179,11 +171,7 @@ def test_call_site_shapes_memory_on_cuda(gen):
         ("per-row", lambda: torch_dsmhist.histogram_edges(data.t(), edges), data.numel(), edges.numel() * 4),
         ("batched", lambda: torch_dsmhist.histogramdd(points, grid), 16 << 20, 3 * 17 * 4),
     ):
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        out = call()
+        out, growth = cuda_memory_growth(call)
         output_bytes = out.numel() * out.element_size()
-        growth = torch.cuda.max_memory_allocated() - base
         assert growth <= output_bytes + 4 * elements + edge_bytes + slack, (name, growth / 2**20)
         del out

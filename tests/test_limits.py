@@ -16,6 +16,7 @@ from helpers import (
     adds_sums,
     cluster_available,
     cluster_block_capacity,
+    cuda_memory_growth,
     deterministic_algorithms,
     make_index_values,
     make_range_values,
@@ -326,12 +327,8 @@ def test_memory_beyond_the_output_is_a_small_fixed_scratch(gen):
         for tier, size in tiers_for(bins):
             with torch_dsmhist.force_tier(tier, size):
                 call()  # first call: plans and configures kernels (no device allocation either, but keep it out)
-                torch.cuda.synchronize()
-                before = torch.cuda.memory_allocated()
-                torch.cuda.reset_peak_memory_stats()
-                out = call()
-                torch.cuda.synchronize()
-                extra = torch.cuda.max_memory_allocated() - before - rounded(output_bytes)
+                out, growth = cuda_memory_growth(call)
+                extra = growth - rounded(output_bytes)
             # Tier "partition" (counts past 232448 bins, or forced) takes a workspace of at most 256 MiB, whatever n and bins (README).
             allowed = rounded(scratch_bytes) + (PARTITION_WORKSPACE_BYTES if tier == "partition" else 0)
             assert extra <= allowed, f"{name} ({tier}{size or ''}): {extra} bytes beyond the output"
@@ -357,21 +354,13 @@ def test_memory_of_histogram_add_and_deterministic_sums(gen):
     ]
     for name, call, scratch in cases:
         call()
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        call()
-        torch.cuda.synchronize()
-        assert torch.cuda.max_memory_allocated() - before <= scratch, name
+        _, growth = cuda_memory_growth(call)
+        assert growth <= scratch, name
     # Deterministic weighted sums: 16 bytes of scratch per output bin, as documented.
     with deterministic_algorithms():
         torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w)
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        out = torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w)
-        torch.cuda.synchronize()
-        extra = torch.cuda.max_memory_allocated() - before - rounded(4 * bins)
+        out, growth = cuda_memory_growth(lambda: torch_dsmhist.histogram(x, bins, 0.0, 1.0, weight=w))
+        extra = growth - rounded(4 * bins)
     assert extra <= rounded(16 * bins)
     del out
 

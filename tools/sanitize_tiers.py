@@ -5,6 +5,7 @@
 Each case is checked against the reference too; the exit status is non-zero if any case is wrong.
 """
 
+import functools
 import itertools
 import os
 import re
@@ -25,6 +26,7 @@ from helpers import (  # noqa: E402
     adds_sums,
     cluster_available,
     cluster_block_capacity,
+    deterministic_algorithms,
     global_tier_elements,
     make_index_values,
     make_range_values,
@@ -36,9 +38,9 @@ from helpers import (  # noqa: E402
 
 
 def cases(gen: torch.Generator):
-    """(name, tier, cluster size, call, expected) for every tier and op. `expected` (like every generator's here) is
-    a callable: main() runs it only for the cases it keeps, before the generator goes on (so it may read the loop's
-    variables), and a run of a few cases never computes the references of the others (each a device-to-host copy,
+    """(name, tier, cluster size, call, expected) for every tier and op, made (as every generator's here) by the
+    case makers further down, histogram_case and the others. `expected` is a callable: main() runs it only for the
+    cases it keeps, so a run of a few cases never computes the references of the others (each a device-to-host copy,
     slow beside other sanitized processes on the GPU)."""
     capacity = shared_capacity()
     # Every tier of the extension's table, at the (cluster size, bins) it can run of these.
@@ -62,53 +64,27 @@ def cases(gen: torch.Generator):
         if sums and bins <= capacity // 2:  # float64 sums take 8 bytes a bin
             one.append(("fp16 fp64-weighted", f, dict(min=-0.5, max=0.5, weight=w)))
         for what, data, kwargs in one:
-            yield (
-                f"{label} histogram {what}",
-                tier,
-                size,
-                lambda d=data, k=kwargs: torch_dsmhist.histogram(d, bins, **k),
-                lambda: reference_histogram(data, bins, **kwargs),
-            )
-        hist = torch.ones(bins, dtype=torch.int64, device="cuda")
-        yield (
-            f"{label} histogram_add_ strided",
-            tier,
-            size,
-            lambda h=hist, d=x[1::2]: torch_dsmhist.histogram_add_(h, d),
-            lambda: 1 + reference_histogram(x[1::2], bins),
-        )
+            yield histogram_case(f"{label} histogram {what}", tier, size, data, bins, **kwargs)
+        yield histogram_add_case(f"{label} histogram_add_ strided", tier, size, x[1::2], bins, torch.int64)
         for rows, what in (
             (x[:10000].reshape(500, 20), "500 short rows"),
             (x[1:].reshape(2, 5003), "2 long rows"),
             (x[:9999].reshape(99, 101)[:, 1::2], "99 strided rows"),
         ):
-            yield (
-                f"{label} batched {what}",
-                tier,
-                size,
-                lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
-                lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]),
-            )
+            yield batched_case(f"{label} batched {what}", tier, size, rows, bins)
         # Each worker (block, or cluster) takes two rows or more, so a worker's flush between rows runs. This is
         # the 500 and 99 rows' path at a few rows a worker: racecheck could not finish those at 100003 bins and up
         # in a 600 s call on the H100 (at 1000 bins, 500 rows took 94-370 s).
         count = 2 * rows_workers(tier, size, bins) + 1
         rows = make_index_values(count * 18, bins, torch.int32, "uniform", gen).cuda().view(count, 18)[:, 1::2]
-        yield (
-            f"{label} batched {rows.shape[0]} strided rows, two or more a worker",
-            tier,
-            size,
-            lambda d=rows: torch_dsmhist.batched_histogram(d, bins),
-            lambda: torch.stack([reference_histogram(r, bins) for r in rows.cpu()]),
+        yield batched_case(
+            f"{label} batched {rows.shape[0]} strided rows, two or more a worker", tier, size, rows, bins
         )
         if sums and bins <= capacity // 2:  # the fixed-point sums take 8 bytes a bin
-            yield (
-                f"{label} deterministic weighted",
-                tier,
-                size,
-                lambda: deterministic(lambda: torch_dsmhist.histogram(f, bins, -0.5, 0.5, weight=w.float())),
-                lambda: reference_histogram(f, bins, -0.5, 0.5, weight=w.float()),
+            weighted = histogram_case(
+                f"{label} deterministic weighted", tier, size, f, bins, min=-0.5, max=0.5, weight=w.float()
             )
+            yield deterministic(weighted)
 
 
 def rows_workers(tier: str, size, bins: int) -> int:
@@ -125,45 +101,13 @@ def byte_tally_cases(gen: torch.Generator):
     for dtype in (torch.uint8, torch.int8):
         x = make_index_values(70001, 256, dtype, "uniform", gen).cuda()
         label = f"shared byte tallies {str(dtype)[6:]}"
-        yield (
-            f"{label} histogram misaligned",
-            "shared",
-            None,
-            lambda d=x[1:]: torch_dsmhist.histogram(d, 256),
-            lambda: reference_histogram(x[1:], 256),
-        )
-        kwargs = dict(min=-20.0, max=99.5, out_of_range="clamp")
-        yield (
-            f"{label} histogram range clamp",
-            "shared",
-            None,
-            lambda: torch_dsmhist.histogram(x, 37, **kwargs),
-            lambda: reference_histogram(x, 37, **kwargs),
-        )
-        hist = torch.ones(300, dtype=torch.int32, device="cuda")
-        yield (
-            f"{label} histogram_add_",
-            "shared",
-            None,
-            lambda h=hist: torch_dsmhist.histogram_add_(h, x),
-            lambda: 1 + reference_histogram(x, 300, dtype=torch.int32),
-        )
-        rows = x[:70000].reshape(2, 35000)
-        yield (
-            f"{label} batched 2 long rows",
-            "shared",
-            None,
-            lambda: torch_dsmhist.batched_histogram(rows, 256),
-            lambda: torch.stack([reference_histogram(r, 256) for r in rows.cpu()]),
-        )
+        yield histogram_case(f"{label} histogram misaligned", "shared", None, x[1:], 256)
+        clamped_range = dict(min=-20.0, max=99.5, out_of_range="clamp")
+        yield histogram_case(f"{label} histogram range clamp", "shared", None, x, 37, **clamped_range)
+        yield histogram_add_case(f"{label} histogram_add_", "shared", None, x, 300, torch.int32)
+        yield batched_case(f"{label} batched 2 long rows", "shared", None, x[:70000].reshape(2, 35000), 256)
         hot = torch.full((65537,), 9, dtype=dtype, device="cuda")
-        yield (
-            f"{label} one hot value",
-            "shared",
-            None,
-            lambda: torch_dsmhist.histogram(hot, 256),
-            lambda: reference_histogram(hot, 256),
-        )
+        yield histogram_case(f"{label} one hot value", "shared", None, hot, 256)
 
 
 def boundary_cases(gen: torch.Generator):
@@ -180,40 +124,16 @@ def boundary_cases(gen: torch.Generator):
         for n in (1, 15, 16, 17, 47):
             for offset in (0, 1, 7):
                 x = base[offset : offset + n]
-                yield (
-                    f"{label} uint8 n={n} offset={offset}",
-                    tier,
-                    size,
-                    lambda d=x: torch_dsmhist.histogram(d, 256),
-                    lambda: reference_histogram(x, 256),
-                )
-                if not sums:
-                    continue
-                wx = w[offset : offset + n]
-                yield (
-                    f"{label} uint8 weighted n={n} offset={offset}",
-                    tier,
-                    size,
-                    lambda d=x, v=wx: torch_dsmhist.histogram(d, 256, weight=v),
-                    lambda: reference_histogram(x, 256, weight=wx),
-                )
+                yield histogram_case(f"{label} uint8 n={n} offset={offset}", tier, size, x, 256)
+                if sums:
+                    weighted = f"{label} uint8 weighted n={n} offset={offset}"
+                    yield histogram_case(weighted, tier, size, x, 256, weight=w[offset : offset + n])
         rows = base[3 : 3 + 33 * 17].view(33, 17)
-        yield (
-            f"{label} batched 33 rows of 17 at offset 3",
-            tier,
-            size,
-            lambda d=rows: torch_dsmhist.batched_histogram(d, 256, dtype=torch.int32),
-            lambda: torch.stack([reference_histogram(r, 256, dtype=torch.int32) for r in rows.cpu()]),
-        )
+        yield batched_case(f"{label} batched 33 rows of 17 at offset 3", tier, size, rows, 256, dtype=torch.int32)
     x = make_index_values(50021, capacity + 2, torch.int64, "uniform", gen).cuda()
     for bins in (capacity, capacity + 1):
-        yield (
-            f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})",
-            "auto",
-            None,
-            lambda b=bins: torch_dsmhist.histogram(x, b),
-            lambda: reference_histogram(x, bins),
-        )
+        name = f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})"
+        yield histogram_case(name, "auto", None, x, bins)
     if cluster_available():
         largest = max_cluster_size()
         full = [(t.name, size) for t in TIERS if t.cluster for size in sorted({2, 7, largest})]
@@ -222,13 +142,7 @@ def boundary_cases(gen: torch.Generator):
             if not plannable(tier, size, bins):  # tier exchange: its staging shares the blocks' shared memory
                 bins = size * (capacity // 2) - 1
             y = make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
-            yield (
-                f"{tier}{size} bins={bins} (full blocks)",
-                tier,
-                size,
-                lambda d=y, b=bins: torch_dsmhist.histogram(d, b),
-                lambda: reference_histogram(y, bins),
-            )
+            yield histogram_case(f"{tier}{size} bins={bins} (full blocks)", tier, size, y, bins)
 
 
 def partition_item_cases(gen: torch.Generator):
@@ -237,13 +151,7 @@ def partition_item_cases(gen: torch.Generator):
     for bins in ((4 << 20) + 7, (16 << 20) + 3):
         spread = make_index_values(1_500_007, bins, torch.int32, "uniform", gen)
         x = torch.where(torch.rand(spread.numel(), generator=gen) < 0.6, spread.remainder(30011), spread).cuda()
-        yield (
-            f"partition bins={bins} hot chunk",
-            "partition",
-            None,
-            lambda d=x, b=bins: torch_dsmhist.histogram(d, b),
-            lambda: reference_histogram(x, bins),
-        )
+        yield histogram_case(f"partition bins={bins} hot chunk", "partition", None, x, bins)
 
 
 def packed_sweep_cases(gen: torch.Generator):
@@ -262,43 +170,18 @@ def packed_sweep_cases(gen: torch.Generator):
         hot = torch.full((300_007,), -(-bins // ranges) - 3, dtype=torch.int32)  # range 0's last bins: a high half
         values = torch.cat([zipf, hot])
         x = values[torch.randperm(values.numel(), generator=gen)].cuda()
+        label = f"cluster{size} bins={bins} packed sweeps"
         for what, data in (("dense", x), ("strided", x[::2])):
-            yield (
-                f"cluster{size} bins={bins} packed sweeps {what}",
-                "cluster",
-                size,
-                lambda d=data, b=bins: torch_dsmhist.histogram(d, b),
-                lambda: reference_histogram(data, bins),
-            )
-        rows = x[: 3 * 433_336].view(3, -1)
-        yield (
-            f"cluster{size} bins={bins} packed sweeps batched",
-            "cluster",
-            size,
-            lambda d=rows, b=bins: torch_dsmhist.batched_histogram(d, b),
-            lambda: torch.stack([reference_histogram(r, bins) for r in rows]),
-        )
+            yield histogram_case(f"{label} {what}", "cluster", size, data, bins)
+        yield batched_case(f"{label} batched", "cluster", size, x[: 3 * 433_336].view(3, -1), bins)
         if size == 2:
             edgy = x.clone()
             edgy[::101] = -5
             edgy[1::101] = bins + 5
             bodies = (("clamped", {"out_of_range": "clamp"}), ("by range", {"min": 0.0, "max": float(bins)}))
             for what, kwargs in bodies:
-                yield (
-                    f"cluster{size} bins={bins} packed sweeps {what}",
-                    "cluster",
-                    size,
-                    lambda d=edgy, b=bins, k=kwargs: torch_dsmhist.histogram(d, b, **k),
-                    lambda: reference_histogram(edgy, bins, **kwargs),
-                )
-            wide = edgy.long()[1::3]
-            yield (
-                f"cluster{size} bins={bins} packed sweeps int64 strided",
-                "cluster",
-                size,
-                lambda d=wide, b=bins: torch_dsmhist.histogram(d, b),
-                lambda: reference_histogram(wide, bins),
-            )
+                yield histogram_case(f"{label} {what}", "cluster", size, edgy, bins, **kwargs)
+            yield histogram_case(f"{label} int64 strided", "cluster", size, edgy.long()[1::3], bins)
 
 
 def long_weighted_sum_cases(gen: torch.Generator):
@@ -309,13 +192,7 @@ def long_weighted_sum_cases(gen: torch.Generator):
     x = make_index_values(n, 65539, torch.int32, "zipf", gen).cuda()
     w = torch.randint(-1, 2, (n,), generator=gen).double().cuda()
     for weight in (w.float(), w):
-        yield (
-            f"global long {str(weight.dtype)[6:]}-weighted",
-            "global",
-            None,
-            lambda d=x, v=weight: torch_dsmhist.histogram(d, 65539, weight=v),
-            lambda: reference_histogram(x, 65539, weight=weight),
-        )
+        yield histogram_case(f"global long {str(weight.dtype)[6:]}-weighted", "global", None, x, 65539, weight=weight)
 
 
 def bin_index_cases(gen: torch.Generator):
@@ -331,20 +208,10 @@ def bin_index_cases(gen: torch.Generator):
         ("int32 range transposed", ids[:9000].view(30, 300).t(), dict(min=0.0, max=300.0, out_of_range="clamp")),
     ]
     for what, data, kwargs in views:
-        yield (
-            f"auto bin indices {what}",
-            "auto",
-            None,
-            lambda d=data, k=kwargs: torch.ops.dsmhist._bin_indices(d, 300, **k),
-            lambda: torch.ops.dsmhist._bin_indices(data.cpu(), 300, **kwargs),
-        )
+        yield cpu_checked_case(f"auto bin indices {what}", torch.ops.dsmhist._bin_indices, data, 300, **kwargs)
     keys = torch.ops.dsmhist._finite_range_keys(base)
-    yield (
-        "auto bin indices with range keys",
-        "auto",
-        None,
-        lambda: torch.ops.dsmhist._bin_indices(base[5:], 300, range_keys=keys),
-        lambda: torch.ops.dsmhist._bin_indices(base[5:].cpu(), 300, range_keys=keys.cpu()),
+    yield cpu_checked_case(
+        "auto bin indices with range keys", torch.ops.dsmhist._bin_indices, base[5:], 300, range_keys=keys
     )
 
 
@@ -363,50 +230,22 @@ def edges_cases(gen: torch.Generator):
             ("fp64-weighted", values[1:], dict(weight=weights[1:])),
         ]
         for what, data, kwargs in calls:
-            cuda_kwargs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-            yield (
-                f"auto histogram_edges bins={bins} {what}",
-                "auto",
-                None,
-                lambda d=data.cuda(), e=edges.cuda(), k=cuda_kwargs: torch_dsmhist.histogram_edges(d, e, **k),
-                lambda: torch_dsmhist.histogram_edges(data, edges, **kwargs),
-            )
+            name = f"auto histogram_edges bins={bins} {what}"
+            yield cpu_checked_case(name, torch_dsmhist.histogram_edges, data, edges, **kwargs)
     points = make_range_values(3 * 7001, -1.0, 1.0, torch.float32, "uniform", gen).view(7001, 3)
     grid = [torch.sort(torch.rand(n + 1, generator=gen) * 2 - 1).values for n in (5, 64, 200)]
-    yield (
-        "auto histogramdd 5x64x200 strided points",
-        "auto",
-        None,
-        lambda p=points[1:, :].cuda(), g=[e.cuda() for e in grid]: torch_dsmhist.histogramdd(p, g),
-        lambda: torch_dsmhist.histogramdd(points[1:, :], grid),
-    )
+    yield cpu_checked_case("auto histogramdd 5x64x200 strided points", torch_dsmhist.histogramdd, points[1:, :], grid)
     # Dense, aligned 3-D points: the 3-dim kernel's vector loads, 7001 points (a tail past the last whole vector).
     cube = [torch.sort(torch.rand(17, generator=gen) * 2 - 1).values for _ in range(3)]
-    yield (
-        "auto histogramdd 16x16x16 dense points",
-        "auto",
-        None,
-        lambda p=points.cuda(), g=[e.cuda() for e in cube]: torch_dsmhist.histogramdd(p, g),
-        lambda: torch_dsmhist.histogramdd(points, cube),
-    )
+    yield cpu_checked_case("auto histogramdd 16x16x16 dense points", torch_dsmhist.histogramdd, points, cube)
     # Batched rows in the one pass: block shares that split rows, and blocks that flush many small rows.
     for rows, per_row in ((5, 1400), (350, 20)):
         batch = points[: rows * per_row].view(rows, per_row, 3)
-        yield (
-            f"auto histogramdd 16x16x16 batched {rows} rows",
-            "auto",
-            None,
-            lambda p=batch.cuda(), g=[e.cuda() for e in cube]: torch_dsmhist.histogramdd(p, g),
-            lambda b=batch: torch_dsmhist.histogramdd(b, cube),
-        )
+        yield cpu_checked_case(f"auto histogramdd 16x16x16 batched {rows} rows", torch_dsmhist.histogramdd, batch, cube)
     # The one pass's modes (docs/tiers/edges.md): 5x64x200 bins above is "owned"; 1024x1024 is "global".
     wide = [torch.sort(torch.rand(1025, generator=gen) * 2 - 1).values for _ in range(2)]
-    yield (
-        "auto histogramdd 1024x1024 (global atomics)",
-        "auto",
-        None,
-        lambda p=points[1:, :2].cuda(), g=[e.cuda() for e in wide]: torch_dsmhist.histogramdd(p, g),
-        lambda: torch_dsmhist.histogramdd(points[1:, :2], wide),
+    yield cpu_checked_case(
+        "auto histogramdd 1024x1024 (global atomics)", torch_dsmhist.histogramdd, points[1:, :2], wide
     )
 
 
@@ -414,41 +253,71 @@ def moe_cases(gen: torch.Generator):
     """The MoE routing kernel at its launch shapes: one block, a cluster for the ids, a cluster for the padding (few
     ids, many slots), an expert map, ids out of range; outputs flattened into one tensor to compare."""
 
-    def flat(outputs) -> torch.Tensor:
-        return torch.cat([t.reshape(-1).long().cpu() for t in outputs])
+    def flattened(op):
+        """op with its outputs flattened into one tensor, to compare."""
+        return lambda *args, **kwargs: torch.cat([t.reshape(-1).long().cpu() for t in op(*args, **kwargs)])
 
     shapes = [(8, 256, 256, False), (600, 64, 16, False), (20000, 128, 64, True), (5003, 8, 1, False)]
     for n, experts, block, mapped in shapes:
         ids = torch.randint(-1, experts + 1, (n,), generator=gen, dtype=torch.int32)
         expert_map = torch.randint(-1, experts, (experts,), generator=gen, dtype=torch.int32) if mapped else None
         label = f"moe_align_block_size {n} ids, {experts} experts, block {block}{', expert_map' if mapped else ''}"
-        yield (
-            label,
-            "auto",
-            None,
-            lambda i=ids.cuda(), m=expert_map, e=experts, b=block: flat(
-                torch_dsmhist.moe_align_block_size(i, b, e, expert_map=None if m is None else m.cuda())
-            ),
-            lambda i=ids, m=expert_map, e=experts, b=block: flat(
-                torch_dsmhist.moe_align_block_size(i, b, e, expert_map=m)
-            ),
+        yield cpu_checked_case(
+            label, flattened(torch_dsmhist.moe_align_block_size), ids, block, experts, expert_map=expert_map
         )
     ids = torch.randint(0, 64, (4096, 8), generator=gen)
-    yield (
-        "moe_routing 32768 ids, 64 experts",
-        "auto",
-        None,
-        lambda i=ids.cuda(): flat(torch_dsmhist.moe_routing(i, 64)),
-        lambda: flat(torch_dsmhist.moe_routing(ids, 64)),
-    )
+    yield cpu_checked_case("moe_routing 32768 ids, 64 experts", flattened(torch_dsmhist.moe_routing), ids, 64)
 
 
-def deterministic(call):
-    torch.use_deterministic_algorithms(True)
-    try:
-        return call()
-    finally:
-        torch.use_deterministic_algorithms(False)
+def histogram_case(name: str, tier: str, size, data: torch.Tensor, bins: int, **kwargs):
+    """A case of torch_dsmhist.histogram(data, bins, **kwargs), expected to equal the reference of the same call."""
+    call = functools.partial(torch_dsmhist.histogram, data, bins, **kwargs)
+    expected = functools.partial(reference_histogram, data, bins, **kwargs)
+    return name, tier, size, call, expected
+
+
+def histogram_add_case(name: str, tier: str, size, data: torch.Tensor, bins: int, dtype: torch.dtype):
+    """A case of torch_dsmhist.histogram_add_ of `data` into `bins` ones of `dtype` (so a bin the kernel overwrites,
+    rather than adds to, is caught), expected to equal 1 + the reference."""
+    call = functools.partial(torch_dsmhist.histogram_add_, torch.ones(bins, dtype=dtype, device="cuda"), data)
+    return name, tier, size, call, lambda: 1 + reference_histogram(data, bins, dtype=dtype)
+
+
+def batched_case(name: str, tier: str, size, rows: torch.Tensor, bins: int, **kwargs):
+    """A case of torch_dsmhist.batched_histogram(rows, bins, **kwargs), expected to equal the reference of each row."""
+    call = functools.partial(torch_dsmhist.batched_histogram, rows, bins, **kwargs)
+    return name, tier, size, call, lambda: torch.stack([reference_histogram(row, bins, **kwargs) for row in rows.cpu()])
+
+
+def on_device(value, device: str):
+    """`value` with the tensors in it (itself, or the items of a list, tuple or dict) moved to `device`."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(on_device(item, device) for item in value)
+    if isinstance(value, dict):
+        return {key: on_device(item, device) for key, item in value.items()}
+    return value
+
+
+def cpu_checked_case(name: str, op, *args, **kwargs):
+    """A case of op(*args, **kwargs) on CUDA copies of its tensors, tier auto, expected to equal the op on CPU copies
+    (the CPU implementation is the reference of ops that the reference histogram does not cover)."""
+    call = functools.partial(op, *on_device(args, "cuda"), **on_device(kwargs, "cuda"))
+    # The CPU copies are made only for a case that runs: each is a device-to-host copy.
+    return name, "auto", None, call, lambda: op(*on_device(args, "cpu"), **on_device(kwargs, "cpu"))
+
+
+def deterministic(case):
+    """`case` with its call run under torch.use_deterministic_algorithms(True): weighted sums take the fixed-point
+    path."""
+    name, tier, size, call, expected = case
+
+    def deterministic_call():
+        with deterministic_algorithms():
+            return call()
+
+    return name, tier, size, deterministic_call, expected
 
 
 def main() -> int:
