@@ -196,11 +196,8 @@ bool count_rows_in_one_pass(const char* op, const EdgesArgs& args, const at::Ten
   if (weight.has_value()) weight2d = weight->reshape({args.rows, rows3d.size(1)});
   std::optional<at::Tensor> weight1d;
   if (weight2d.has_value()) weight1d = (*weight2d)[0];
-  EdgeCountParams c = make_edge_count_params(args, output, weight1d);
-  if (weight2d.has_value()) {
-    c.weight = weight2d->const_data_ptr();
-    c.weight_row_stride = weight2d->stride(0);
-  }
+  EdgeCountParams c = make_edge_count_params(args, output, weight1d);  // row 0's weights: the first row's pointer
+  if (weight2d.has_value()) c.weight_row_stride = weight2d->stride(0);
   return Backend::edge_histogram(op, p, c, rows3d);
 }
 

@@ -44,14 +44,64 @@ struct FusedShape {
 
 // ----- The fused path -----------------------------------------------------------------------------------------------
 
-// Every point of the call through `counter`: dense 4-byte points of 1-3 dims at a 16-byte aligned address
-// (f.vector_points) four points a thread at a time, one 16-byte load per dim; the rest kEdgePointsPerStep points a
-// thread, strided, their loads in flight together. Every loop is warp-uniform (kGlobal's warp aggregation needs
-// every lane).
-template <typename T, typename Counter, int kDims>
-__device__ __forceinline__ void count_points(const EdgeBinParams& p, const FusedShape& f, const Counter& counter) {
+// Points [begin, end) of `input` through `counter`, kEdgePointsPerStep a thread, strided: the warp whose first thread
+// is `warp_first` (relative to begin) takes points warp_first + lane + u * stride, their loads in flight together.
+// Warp-uniform (kGlobal's warp aggregation needs every lane): lanes past the end add kDroppedPoint.
+template <typename T, int kDims, typename Counter>
+__device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Counter& counter, const T* input,
+                                              int64_t begin, int64_t end, int64_t warp_first, int64_t stride) {
   using E = edge_t<T>;
   constexpr int kX = Counter::kX;
+  constexpr int kSteps = kEdgePointsPerStep;
+  const int lane = counter.lane;
+  for (int64_t base = begin + warp_first; base < end; base += stride * kSteps) {
+    E x[kSteps][kX];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t i = base + lane + u * stride;
+      if constexpr (kDims > 0) {
+        if (i < end) {
+#pragma unroll
+          for (int d = 0; d < kDims; ++d) {
+            x[u][d] = static_cast<E>(to_compute(input[i * p.point_stride + d * p.dim_stride]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t i = base + lane + u * stride;
+      counter.add(i < end ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
+    }
+  }
+}
+
+// The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
+// bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
+template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
+__device__ __forceinline__ FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges> block_counter(
+    const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f, const DimFacts<edge_t<T>>* facts,
+    const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
+  FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges> counter{
+      p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
+  if constexpr (kDims > 0) {
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
+  }
+  if constexpr (kMode == FusedMode::kOwned) {
+    counter.lo = static_cast<int32_t>(blockIdx.x % f.owners) * f.bins_per_block;
+    counter.hi = counter.lo + f.bins_per_block;
+  }
+  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
+  return counter;
+}
+
+// Every point of the call through `counter`: dense 4-byte points of 1-3 dims at a 16-byte aligned address
+// (f.vector_points) four points a thread at a time, one 16-byte load per dim; the rest through count_strided. Every
+// loop is warp-uniform (kGlobal's warp aggregation needs every lane).
+template <typename T, int kDims, typename Counter>
+__device__ __forceinline__ void count_points(const EdgeBinParams& p, const FusedShape& f, const Counter& counter) {
+  using E = edge_t<T>;
   const int lane = counter.lane;
   const int64_t warp_first = int64_t(blockIdx.x / f.owners) * blockDim.x + threadIdx.x - lane;
   const int64_t grid_threads = int64_t(gridDim.x / f.owners) * blockDim.x;
@@ -73,27 +123,7 @@ __device__ __forceinline__ void count_points(const EdgeBinParams& p, const Fused
       scalar_begin = quads * kPoints;
     }
   }
-  constexpr int kSteps = kEdgePointsPerStep;
-  for (int64_t base = scalar_begin + warp_first; base < p.points; base += grid_threads * kSteps) {
-    E x[kSteps][kX];
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const int64_t i = base + lane + u * grid_threads;
-      if constexpr (kDims > 0) {
-        if (i < p.points) {
-#pragma unroll
-          for (int d = 0; d < kDims; ++d) {
-            x[u][d] = static_cast<E>(to_compute(input[i * p.point_stride + d * p.dim_stride]));
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const int64_t i = base + lane + u * grid_threads;
-      counter.add(i < p.points ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
-    }
-  }
+  count_strided<T, kDims>(p, counter, input, scalar_begin, p.points, warp_first, grid_threads);
 }
 
 // Adds a block's bins [lo, lo + f.bins_per_block) (the sum of their copies) into `output_row` of the output, and
@@ -121,16 +151,7 @@ __device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, con
                                                      const FusedShape& f, const DimFacts<edge_t<T>>* facts,
                                                      const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table,
                                                      Acc* bins) {
-  using E = edge_t<T>;
-  using Counter = FusedCounter<E, Acc, kDims, FusedMode::kShared, kEdges>;
-  constexpr int kX = Counter::kX;
-  constexpr int kSteps = kEdgePointsPerStep;
-  Counter counter{p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
-  if constexpr (kDims > 0) {
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
-  }
-  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
+  auto counter = block_counter<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
   const int64_t total = p.rows * p.points;
   const int64_t share = (total + gridDim.x - 1) / gridDim.x;
   int64_t begin = int64_t(blockIdx.x) * share < total ? int64_t(blockIdx.x) * share : total;
@@ -141,26 +162,7 @@ __device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, con
     const int64_t last = end - row * p.points < p.points ? end - row * p.points : p.points;
     const T* row_input = static_cast<const T*>(p.input) + row * p.row_stride;
     counter.weight_offset = row * c.weight_row_stride;
-    for (int64_t base = first + threadIdx.x; base < last; base += int64_t(blockDim.x) * kSteps) {
-      E x[kSteps][kX];
-      if constexpr (kDims > 0) {
-#pragma unroll
-        for (int u = 0; u < kSteps; ++u) {
-          const int64_t i = base + int64_t(u) * blockDim.x;
-          if (i < last) {
-#pragma unroll
-            for (int d = 0; d < kDims; ++d) {
-              x[u][d] = static_cast<E>(to_compute(row_input[i * p.point_stride + d * p.dim_stride]));
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u) {
-        const int64_t i = base + int64_t(u) * blockDim.x;
-        if (i < last) counter.add(counter.flat_bin(x[u], row_input + i * p.point_stride), i);
-      }
-    }
+    count_strided<T, kDims>(p, counter, row_input, first, last, threadIdx.x - counter.lane, blockDim.x);
     __syncthreads();  // every add of this row's part lands before the bins are flushed
     flush_bins<Acc>(c, f, bins, 0, row, /*rezero=*/true);
     __syncthreads();  // the bins are zero again before the next row's adds
@@ -173,18 +175,8 @@ template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
 __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f,
                                                 const DimFacts<edge_t<T>>* facts, const edge_t<T>* edges,
                                                 const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
-  using Counter = FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges>;
-  Counter counter{p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
-  if constexpr (kDims > 0) {
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
-  }
-  if constexpr (kMode == FusedMode::kOwned) {  // block `rank` of each group counts bins [lo, hi) of the group's points
-    counter.lo = static_cast<int32_t>(blockIdx.x % f.owners) * f.bins_per_block;
-    counter.hi = counter.lo + f.bins_per_block;
-  }
-  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
-  count_points<T, Counter, kDims>(p, f, counter);
+  const auto counter = block_counter<kMode, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+  count_points<T, kDims>(p, f, counter);
   if constexpr (kMode != FusedMode::kGlobal) {
     __syncthreads();  // every add into the block's bins must land before they are flushed
     flush_bins<Acc>(c, f, bins, counter.lo, /*output_row=*/0, /*rezero=*/false);
