@@ -129,6 +129,25 @@ struct WeightedEdgesHistogram : public torch::autograd::Function<WeightedEdgesHi
   }
 };
 
+// What the backward of a weighted equal-width call keeps beside its saved tensors: the bins, the out-of-range rule
+// and the weights' dtype.
+void save_binning(AutogradContext* ctx, int64_t bins, const std::string& out_of_range, const at::Tensor& weight) {
+  ctx->saved_data["bins"] = bins;
+  ctx->saved_data["out_of_range"] = out_of_range;
+  ctx->saved_data["weight_dtype"] = weight.scalar_type();
+}
+
+// grad_weight of a weighted equal-width call: the saved input binned again by dsmhist::_bin_indices with the
+// forward's range (min / max, or the range keys), grad_out gathered at each element's bin.
+at::Tensor equal_width_weight_grad(AutogradContext* ctx, const at::Tensor& input, std::optional<double> min,
+                                   std::optional<double> max, const std::optional<at::Tensor>& range_keys,
+                                   const at::Tensor& grad) {
+  static const auto bin_indices = find_op<BinIndicesSignature>("dsmhist::_bin_indices");
+  const std::string out_of_range = ctx->saved_data["out_of_range"].toStringRef();
+  at::Tensor indices = bin_indices.call(input, ctx->saved_data["bins"].toInt(), min, max, out_of_range, range_keys);
+  return gather_weight_grad(std::move(indices), grad, ctx->saved_data["weight_dtype"].toScalarType());
+}
+
 // histogram (Batched = false) and batched_histogram (true): the same arguments, the bins along the output's last dim.
 template <bool Batched>
 struct WeightedHistogram : public torch::autograd::Function<WeightedHistogram<Batched>> {
@@ -144,23 +163,16 @@ struct WeightedHistogram : public torch::autograd::Function<WeightedHistogram<Ba
       output = op.call(input, bins, min, max, weight, out_of_range, dtype);
     }
     ctx->save_for_backward({input});
-    ctx->saved_data["bins"] = bins;
+    save_binning(ctx, bins, out_of_range, weight);
     ctx->saved_data["min"] = min;
     ctx->saved_data["max"] = max;
-    ctx->saved_data["out_of_range"] = out_of_range;
-    ctx->saved_data["weight_dtype"] = weight.scalar_type();
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto bin_indices = find_op<BinIndicesSignature>("dsmhist::_bin_indices");
-    const at::Tensor input = ctx->get_saved_variables()[0];
-    const std::string out_of_range = ctx->saved_data["out_of_range"].toStringRef();
-    at::Tensor indices =
-        bin_indices.call(input, ctx->saved_data["bins"].toInt(), ctx->saved_data["min"].toOptional<double>(),
-                         ctx->saved_data["max"].toOptional<double>(), out_of_range, std::nullopt);
     at::Tensor grad_weight =
-        gather_weight_grad(std::move(indices), grads[0], ctx->saved_data["weight_dtype"].toScalarType());
+        equal_width_weight_grad(ctx, ctx->get_saved_variables()[0], ctx->saved_data["min"].toOptional<double>(),
+                                ctx->saved_data["max"].toOptional<double>(), std::nullopt, grads[0]);
     return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor()};
   }
 };
@@ -176,20 +188,13 @@ struct WeightedHistogramWithRangeKeys : public torch::autograd::Function<Weighte
       output = op.call(input, bins, range_keys, weight, out_of_range, dtype, batched);
     }
     ctx->save_for_backward({input, range_keys});
-    ctx->saved_data["bins"] = bins;
-    ctx->saved_data["out_of_range"] = out_of_range;
-    ctx->saved_data["weight_dtype"] = weight.scalar_type();
+    save_binning(ctx, bins, out_of_range, weight);
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto bin_indices = find_op<BinIndicesSignature>("dsmhist::_bin_indices");
     const variable_list saved = ctx->get_saved_variables();
-    const std::string out_of_range = ctx->saved_data["out_of_range"].toStringRef();
-    at::Tensor indices =
-        bin_indices.call(saved[0], ctx->saved_data["bins"].toInt(), std::nullopt, std::nullopt, out_of_range, saved[1]);
-    at::Tensor grad_weight =
-        gather_weight_grad(std::move(indices), grads[0], ctx->saved_data["weight_dtype"].toScalarType());
+    at::Tensor grad_weight = equal_width_weight_grad(ctx, saved[0], std::nullopt, std::nullopt, saved[1], grads[0]);
     return {at::Tensor(), at::Tensor(), at::Tensor(), grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

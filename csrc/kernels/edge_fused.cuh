@@ -1,6 +1,6 @@
 // The device side of the edges one pass (edge_histogram.cu, docs/tiers/edges.md): each dim's facts and cell table,
-// a value's bin in one dim, where a point's count goes in each mode (FusedCounter) and the vector loads. Included by
-// edge_histogram.cu only.
+// a value's bin in one dim, where a point's count goes in each mode (FusedCounter), the strided and the vector loads.
+// Included by edge_histogram.cu only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +13,7 @@
 #include "../common/call.h"
 #include "../common/edge_binning.h"
 #include "edge_staging.h"
+#include "tuning.h"
 
 namespace dsmhist {
 
@@ -181,6 +182,38 @@ __device__ __forceinline__ void load_point_vectors(const T* first, edge_t<T> (*x
       T value;
       memcpy(&value, &words[k], 4);
       x[element / kDims][element % kDims] = static_cast<edge_t<T>>(to_compute(value));
+    }
+  }
+}
+
+// Points [begin, end) of `input` through `counter`, kEdgePointsPerStep a thread, strided: the warp whose first thread
+// is `warp_first` (relative to begin) takes points warp_first + lane + u * stride, their loads in flight together.
+// Warp-uniform (kGlobal's warp aggregation needs every lane): lanes past the end add kDroppedPoint.
+template <typename T, int kDims, typename Counter>
+__device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Counter& counter, const T* input,
+                                              int64_t begin, int64_t end, int64_t warp_first, int64_t stride) {
+  using E = edge_t<T>;
+  constexpr int kX = Counter::kX;
+  constexpr int kSteps = kEdgePointsPerStep;
+  const int lane = counter.lane;
+  for (int64_t base = begin + warp_first; base < end; base += stride * kSteps) {
+    E x[kSteps][kX];
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t i = base + lane + u * stride;
+      if constexpr (kDims > 0) {
+        if (i < end) {
+#pragma unroll
+          for (int d = 0; d < kDims; ++d) {
+            x[u][d] = static_cast<E>(to_compute(input[i * p.point_stride + d * p.dim_stride]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const int64_t i = base + lane + u * stride;
+      counter.add(i < end ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
     }
   }
 }

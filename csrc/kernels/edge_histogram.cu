@@ -44,38 +44,6 @@ struct FusedShape {
 
 // ----- The fused path -----------------------------------------------------------------------------------------------
 
-// Points [begin, end) of `input` through `counter`, kEdgePointsPerStep a thread, strided: the warp whose first thread
-// is `warp_first` (relative to begin) takes points warp_first + lane + u * stride, their loads in flight together.
-// Warp-uniform (kGlobal's warp aggregation needs every lane): lanes past the end add kDroppedPoint.
-template <typename T, int kDims, typename Counter>
-__device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Counter& counter, const T* input,
-                                              int64_t begin, int64_t end, int64_t warp_first, int64_t stride) {
-  using E = edge_t<T>;
-  constexpr int kX = Counter::kX;
-  constexpr int kSteps = kEdgePointsPerStep;
-  const int lane = counter.lane;
-  for (int64_t base = begin + warp_first; base < end; base += stride * kSteps) {
-    E x[kSteps][kX];
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const int64_t i = base + lane + u * stride;
-      if constexpr (kDims > 0) {
-        if (i < end) {
-#pragma unroll
-          for (int d = 0; d < kDims; ++d) {
-            x[u][d] = static_cast<E>(to_compute(input[i * p.point_stride + d * p.dim_stride]));
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {
-      const int64_t i = base + lane + u * stride;
-      counter.add(i < end ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
-    }
-  }
-}
-
 // The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
 // bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
 template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
