@@ -101,8 +101,7 @@ def histogram(
         plain: torch.Tensor = _HISTOGRAM(input, bins, min, max, weight, out_of_range, dtype)
         return plain
     fn = "torch_dsmhist.histogram"
-    bins = _rules.check_bins(fn, bins)
-    min, max = _rules.call_arguments(fn, input, min, max, weight, out_of_range, dtype)
+    bins, min, max = _rules.histogram_arguments(fn, input, bins, min, max, weight, out_of_range, dtype)
     _rules.check_tensor(fn, "out", out, optional=True)
     _rules.check_flag(fn, "accumulate", accumulate)
     if out is None:
@@ -189,8 +188,7 @@ def batched_histogram(
                 [0, 0, 3]])
     """
     fn = "torch_dsmhist.batched_histogram"
-    bins = _rules.check_bins(fn, bins)
-    min, max = _rules.call_arguments(fn, input, min, max, weight, out_of_range, dtype)
+    bins, min, max = _rules.histogram_arguments(fn, input, bins, min, max, weight, out_of_range, dtype)
     result: torch.Tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
     return result
 

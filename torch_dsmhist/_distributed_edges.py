@@ -4,13 +4,13 @@ rank's data together, with the same guard, agreement check and all-reduce as the
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import torch
 
 from . import _rules
 from ._collective import EDGES, GroupType, Prepared, call_signature, collective
-from ._distributed_local import collective_flags, require_backend
+from ._distributed_local import collective_arguments
 
 
 @collective
@@ -43,19 +43,7 @@ def histogram_edges(
 
         hist = torch_dsmhist.distributed.histogram_edges(shard, torch.linspace(0, 1, 101, device=shard.device))
     """
-    op = "torch_dsmhist.distributed.histogram_edges"
-    _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, False)
-    async_op = collective_flags(op, async_op, check)
-    require_backend(op, "input", input, group)
-    count_dtype = _rules.check_edges_call(
-        "torch_dsmhist.histogram_edges", input, [edges], weight, out_of_range, dtype, nd=False
-    )
-    with torch.no_grad():  # the all-reduce is not differentiable: no rank's result requires grad
-        tensor = torch.ops.dsmhist.histogram_edges(input, edges, weight, out_of_range, dtype)
-    codes, shown = call_signature(
-        op, tensor.numel(), EDGES, None, None, out_of_range, False, count_dtype, input.device, (), [edges]
-    )
-    return Prepared(codes, shown, input.numel(), count_dtype == torch.int32, tensor, None, None, async_op)
+    return _prepare(False, input, edges, weight, out_of_range, dtype, group, async_op, check)
 
 
 @collective
@@ -83,19 +71,36 @@ def histogramdd(
         ValueError: a bad argument on this rank, or (on every rank) ranks whose arguments differ.
         RuntimeError: as :func:`histogram_edges`.
     """
-    op = "torch_dsmhist.distributed.histogramdd"
-    edge_list = _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, True)
-    async_op = collective_flags(op, async_op, check)
-    require_backend(op, "input", input, group)
-    count_dtype = _rules.check_edges_call(
-        "torch_dsmhist.histogramdd", input, edge_list, weight, out_of_range, dtype, nd=True
-    )
-    with torch.no_grad():
-        tensor = torch.ops.dsmhist.histogramdd(input, edge_list, weight, out_of_range, dtype)
-    batch = tuple(input.shape[:-2])
-    bins = math.prod(int(e.numel()) - 1 for e in edge_list)  # of one histogram: the batch is its own field
+    return _prepare(True, input, edges, weight, out_of_range, dtype, group, async_op, check)
+
+
+def _prepare(
+    nd: bool,
+    input: torch.Tensor,
+    edges: Union[torch.Tensor, Sequence[torch.Tensor]],
+    weight: Optional[torch.Tensor],
+    out_of_range: str,
+    dtype: Optional[torch.dtype],
+    group: GroupType,
+    async_op: bool,
+    check: bool,
+) -> Prepared:
+    """Both functions' rank-local call (``nd``: histogramdd, else histogram_edges)."""
+    name = "histogramdd" if nd else "histogram_edges"
+    op = f"torch_dsmhist.distributed.{name}"
+    edge_list = _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, nd)
+    async_op = collective_arguments(op, async_op, check, group, "input", input)
+    count_dtype = _rules.check_edges_call(f"torch_dsmhist.{name}", input, edge_list, weight, out_of_range, dtype, nd)
+    with torch.no_grad():  # the all-reduce is not differentiable: no rank's result requires grad
+        if nd:  # bins of one histogram (the batch is its own field), and this rank's points
+            tensor = torch.ops.dsmhist.histogramdd(input, edge_list, weight, out_of_range, dtype)
+            batch: Sequence[int] = tuple(input.shape[:-2])
+            bins = math.prod(int(e.numel()) - 1 for e in edge_list)
+            elements = input.shape[-2] if input.dim() >= 2 else 0
+        else:
+            tensor = torch.ops.dsmhist.histogram_edges(input, edge_list[0], weight, out_of_range, dtype)
+            batch, bins, elements = (), tensor.numel(), input.numel()
     codes, shown = call_signature(
         op, bins, EDGES, None, None, out_of_range, False, count_dtype, input.device, batch, edge_list
     )
-    points = input.shape[-2] if input.dim() >= 2 else 0
-    return Prepared(codes, shown, points, count_dtype == torch.int32, tensor, None, None, async_op)
+    return Prepared(codes, shown, elements, count_dtype == torch.int32, tensor, None, None, async_op)

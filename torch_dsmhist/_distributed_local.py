@@ -3,7 +3,7 @@ guard, before the ranks exchange anything (a refusal after the exchange would le
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -20,21 +20,21 @@ def binning_mode(input: torch.Tensor, min: Optional[float], max: Optional[float]
     return DATA_RANGE if input.is_floating_point() else INDEX
 
 
-def collective_flags(op: str, async_op: object, check: object) -> bool:
-    """The keyword flags every distributed function takes, checked (``async_op``, then ``check``); returns async_op."""
+def collective_arguments(
+    op: str, async_op: object, check: object, group: GroupType, name: str, tensor: torch.Tensor
+) -> bool:
+    """The keyword arguments every distributed function takes, checked: the flags ``async_op``, then ``check``, then
+    that ``group``'s backends can all-reduce ``tensor`` (named ``name``; one they cannot would fail on this rank
+    alone, after the check). Returns async_op."""
     checked = _rules.check_flag(op, "async_op", async_op)
     _rules.check_flag(op, "check", check)
-    return checked
-
-
-def require_backend(op: str, name: str, tensor: torch.Tensor, group: GroupType) -> None:
-    """A tensor the group's backends cannot all-reduce would fail on this rank alone, after the check."""
     types = device_types(group)
     if tensor.device.type not in types:
         raise ValueError(
             f"{op}: {name} is on {tensor.device}, but the group's backend "
             f"({dist.get_backend(group)}) handles only {', '.join(types)} tensors"
         )
+    return checked
 
 
 def check_target(
@@ -50,7 +50,7 @@ def check_target(
         raise ValueError(f"{op}: {name} is a leaf tensor that requires grad, which cannot be written in place")
 
 
-def local_range_keys(
+def data_range_step(
     op: str,
     input: torch.Tensor,
     bins: int,
@@ -58,27 +58,36 @@ def local_range_keys(
     out_of_range: str,
     dtype: Optional[torch.dtype],
     batched: bool,
-) -> torch.Tensor:
-    """This rank's range keys, after every check the binning step will make once the ranges are merged.
+) -> Tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """This rank's range keys, after every check the binning step will make once the ranges are merged, and that
+    step (the merged range keys -> this rank's histogram).
 
     The binning step runs after the collectives, where an error on one rank would leave the others waiting in the
     all-reduce; so its checks (the op's own, on the tensors' dtypes, shapes and devices) run here first.
     """
-    keys: torch.Tensor = torch.ops.dsmhist._finite_range_keys(input)
-    _rules.check_call(
-        "range_keys",
-        "torch_dsmhist._histogram_with_range_keys",
-        input,
-        bins,
-        None,
-        None,
-        weight,
-        out_of_range,
-        dtype,
-        batched,
-        target=keys,
-    )
-    return keys
+    with torch.no_grad():
+        keys: torch.Tensor = torch.ops.dsmhist._finite_range_keys(input)
+        _rules.check_call(
+            "range_keys",
+            "torch_dsmhist._histogram_with_range_keys",
+            input,
+            bins,
+            None,
+            None,
+            weight,
+            out_of_range,
+            dtype,
+            batched,
+            target=keys,
+        )
+
+    def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
+        binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
+            input, bins, range_keys, weight, out_of_range, dtype, batched
+        )
+        return binned
+
+    return keys, binned_step
 
 
 def write_into(target: torch.Tensor, accumulate: bool) -> Callable[[torch.Tensor], torch.Tensor]:

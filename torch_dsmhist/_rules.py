@@ -184,6 +184,16 @@ def call_arguments(
     return min, max
 
 
+def histogram_arguments(
+    fn: str, input: Any, bins: Any, min: Any, max: Any, weight: Any, out_of_range: Any, dtype: Any
+) -> Tuple[int, Optional[float], Optional[float]]:
+    """The type checks of a call with ``bins`` (histogram, batched_histogram): :func:`check_bins`, then
+    :func:`call_arguments`; returns (bins, min, max)."""
+    bins = check_bins(fn, bins)
+    min, max = call_arguments(fn, input, min, max, weight, out_of_range, dtype)
+    return bins, min, max
+
+
 def _facts(t: Optional[torch.Tensor]) -> Tuple[Optional[torch.dtype], Optional[List[Any]], Optional[torch.device]]:
     if t is None:
         return None, None, None

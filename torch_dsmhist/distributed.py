@@ -72,9 +72,8 @@ from ._distributed_local import (
     HISTOGRAM_DTYPES,
     binning_mode,
     check_target,
-    collective_flags,
-    local_range_keys,
-    require_backend,
+    collective_arguments,
+    data_range_step,
     write_into,
 )
 
@@ -141,13 +140,11 @@ def histogram(
         hist = torch_dsmhist.distributed.histogram(shard, bins=4096)
     """
     op = "torch_dsmhist.distributed.histogram"
-    bins = _rules.check_bins(op, bins)
-    min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range, dtype)
+    bins, min, max = _rules.histogram_arguments(op, input, bins, min, max, weight, out_of_range, dtype)
     out = _rules.check_tensor(op, "out", out, optional=True)
     accumulate = _rules.check_flag(op, "accumulate", accumulate)
-    async_op = collective_flags(op, async_op, check)
+    async_op = collective_arguments(op, async_op, check, group, "input", input)
     mode = binning_mode(input, min, max)
-    require_backend(op, "input", input, group)
     if accumulate and out is None:
         raise ValueError(f"{op}: accumulate=True needs out= (the histogram to add into)")
 
@@ -192,14 +189,7 @@ def histogram(
                 f"{op}: out has dtype {out.dtype}, but the histogram of this call over the data's "
                 f"range is {range_dtype}"
             )
-        with torch.no_grad():
-            tensor = local_range_keys(op, input, bins, weight, out_of_range, op_dtype, batched=False)
-
-        def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
-            binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
-                input, bins, range_keys, weight, out_of_range, op_dtype, False
-            )
-            return binned
+        tensor, binned_step = data_range_step(op, input, bins, weight, out_of_range, op_dtype, batched=False)
     elif out is None:
         with torch.no_grad():  # the all-reduce is not differentiable: no rank's result requires grad
             tensor = torch.ops.dsmhist.histogram(input, bins, min, max, weight, out_of_range, dtype)
@@ -251,8 +241,7 @@ def histogram_add_(
     op = "torch_dsmhist.distributed.histogram_add_"
     hist = _rules.check_tensor(op, "hist", hist)
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range)
-    async_op = collective_flags(op, async_op, check)
-    require_backend(op, "input", input, group)
+    async_op = collective_arguments(op, async_op, check, group, "input", input)
     check_target(op, "hist", hist, input, weight)
     # The local op checks hist's shape, dtype and device against input and weight; into a fresh copy of hist's
     # shape, since hist itself is written only once the sum has arrived.
@@ -295,23 +284,14 @@ def batched_histogram(
     from all rows of all ranks. Other arguments as in :func:`torch_dsmhist.batched_histogram` and :func:`histogram`.
     """
     op = "torch_dsmhist.distributed.batched_histogram"
-    bins = _rules.check_bins(op, bins)
-    min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range, dtype)
-    async_op = collective_flags(op, async_op, check)
-    require_backend(op, "input", input, group)
+    bins, min, max = _rules.histogram_arguments(op, input, bins, min, max, weight, out_of_range, dtype)
+    async_op = collective_arguments(op, async_op, check, group, "input", input)
     if input.dim() == 0:
         raise ValueError(f"{op}: input must have at least 1 dim ([..., N]), got a 0-d tensor")
     mode = binning_mode(input, min, max)
     binned_step = None
     if mode == DATA_RANGE:
-        with torch.no_grad():
-            tensor = local_range_keys(op, input, bins, weight, out_of_range, dtype, batched=True)
-
-        def binned_step(range_keys: torch.Tensor) -> torch.Tensor:
-            binned: torch.Tensor = torch.ops.dsmhist._histogram_with_range_keys(
-                input, bins, range_keys, weight, out_of_range, dtype, True
-            )
-            return binned
+        tensor, binned_step = data_range_step(op, input, bins, weight, out_of_range, dtype, batched=True)
     else:
         with torch.no_grad():
             tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
@@ -338,8 +318,7 @@ def all_reduce_histogram(
     """
     op = "torch_dsmhist.distributed.all_reduce_histogram"
     hist = _rules.check_tensor(op, "hist", hist)
-    async_op = collective_flags(op, async_op, check)
-    require_backend(op, "hist", hist, group)
+    async_op = collective_arguments(op, async_op, check, group, "hist", hist)
     if hist.dtype not in HISTOGRAM_DTYPES:
         raise ValueError(f"{op}: hist must hold int64, int32, float32 or float64 values, got {hist.dtype}")
     check_target(op, "hist", hist, None, None)
