@@ -1,5 +1,5 @@
 """The fused CUDA path of the bin-edges ops (edge_histogram.cu: bin and count in one pass, in each of its modes: shared,
-owned, global) against the two-stage path (a forced tier takes it) and against numpy, on the same data: adversarial
+owned, global; counts packed two to a word past one block's 32-bit counts) against the two-stage path (a forced tier takes it) and against numpy, on the same data: adversarial
 distributions, odd sizes, strided and misaligned views, weights, clamping, every mode's bin counts. The launch log
 proves which path ran. CUDA only."""
 
@@ -26,14 +26,18 @@ SHAPES = [
     ("1-D, 5000 bins", (5000,), "shared"),
     ("2-D, 64x64", (64, 64), "shared"),
     ("3-D, 16x16x16", (16, 16, 16), "shared"),
-    ("2-D, 256x256", (256, 256), "owned"),
-    ("2-D, 300x200", (300, 200), "owned"),
+    ("2-D, 256x256", (256, 256), "shared"),
+    ("2-D, 300x200", (300, 200), "shared"),
+    ("2-D, 400x400", (400, 400), "owned"),
     ("1-D, 30000 bins", (30000,), "two stages"),
     ("2-D, 1024x1024", (1024, 1024), "global"),
 ]
 # Edges a cell's table entry holds where the planner must pick it (H100 / H200): two for 1-D float edges while the
 # whole table fits at four cells an edge, one beyond and in N-D (the tests above run both kernels).
 ENTRY_EDGES = {"1-D, 10 bins": 2, "2-D, 64x64": 1, "1-D, 5000 bins": 1}
+# Shapes whose counts the planner must pack two to a 32-bit word (16-bit halves): past one block's 32-bit counts, in
+# one block (shared) or in a group of 2 (owned).
+PACKED = {"2-D, 256x256", "2-D, 300x200", "2-D, 400x400"}
 DISTRIBUTIONS = ["uniform", "one_hot", "sorted", "zipf", "two_edge_bins"]
 
 
@@ -137,6 +141,33 @@ def test_fused_input_dtypes_and_int32_counts(dtype, gen):
         assert np.array_equal(fused.cpu().numpy(), reference_nd(x.reshape(-1, 1), [edges]))
 
 
+@pytest.mark.parametrize(
+    "shape, owners, layout",
+    [((256, 256), 1, "dense"), ((256, 256), 1, "strided"), ((400, 400), 2, "dense")],
+    ids=["one block, dense", "one block, strided", "two owners, dense"],
+)
+def test_packed_counts_are_swept_before_a_half_wraps(shape, owners, layout, gen):
+    """Packed counts with far more than 2^16 points a block in two bins of one word (local bins l and l + words, the
+    low and high halves; PackedBins in packed_counts.cuh) of each owner: a half that wrapped would carry into its
+    neighbour, so the sweeps must move the counts out in time."""
+    bins = shape[0] * shape[1]
+    per_block = -(-bins // owners)
+    words = (per_block + 7) // 8 * 4
+    flat = torch.tensor([o * per_block + b for o in range(owners) for b in (7, 7 + words)])
+    edges = [edges_for(b, gen) for b in shape]
+    centres = [(e[:-1] + e[1:]) / 2 for e in edges]
+    n = (1 << 25) + 7
+    pick = flat[torch.randint(0, len(flat), (n,), generator=gen)]
+    pts = torch.stack([centres[0][pick // shape[1]], centres[1][pick % shape[1]]], 1)
+    if layout == "strided":
+        pts = torch.stack([pts, pts], 2).reshape(n, 4).cuda()[:, ::2]  # x, x, y, y: every other coordinate
+    else:
+        pts = pts.cuda()
+    cuda_edges = [e.cuda() for e in edges]
+    out = torch_dsmhist.histogramdd(pts, cuda_edges).reshape(-1).cpu()
+    assert torch.equal(out, torch.bincount(pick, minlength=bins)), torch.nonzero(out).reshape(-1)[:8]
+
+
 def test_fused_strided_and_misaligned_views(gen):
     base = torch.randn(60_001, 7, generator=gen).cuda()
     edges = [edges_for(b, gen).cuda() for b in (40, 30)]
@@ -234,6 +265,7 @@ def test_launch_log_names_the_fused_mode():
         assert re.search(rf"dims {len(shape)}, bins {int(np.prod(shape))},", lines[0]), lines[0]
         if label in ENTRY_EDGES:
             assert f"edges a cell entry {ENTRY_EDGES[label]}" in lines[0], (label, lines[0])
+        assert f"packed {int(label in PACKED)}," in lines[0], (label, lines[0])
     forced, doubles, deterministic = calls[len(shapes) :]
     assert forced and all("tier global" in line for line in forced), forced
     assert len(doubles) == 1 and "fused edges, mode global, float64 sums" in doubles[0], doubles

@@ -242,11 +242,21 @@ def edges_cases(gen: torch.Generator):
     for rows, per_row in ((5, 1400), (350, 20)):
         batch = points[: rows * per_row].view(rows, per_row, 3)
         yield cpu_checked_case(f"auto histogramdd 16x16x16 batched {rows} rows", torch_dsmhist.histogramdd, batch, cube)
-    # The one pass's modes (docs/tiers/edges.md): 5x64x200 bins above is "owned"; 1024x1024 is "global".
+    # The one pass's modes (docs/tiers/edges.md): 5x64x200 bins above is "shared" with packed counts (two to a
+    # word); 400x400 is "owned" by 2 blocks, packed; 1024x1024 is "global".
+    square = [torch.sort(torch.rand(401, generator=gen) * 2 - 1).values for _ in range(2)]
+    yield cpu_checked_case("auto histogramdd 400x400 (owned, packed)", torch_dsmhist.histogramdd, points[:, 1:], square)
     wide = [torch.sort(torch.rand(1025, generator=gen) * 2 - 1).values for _ in range(2)]
     yield cpu_checked_case(
         "auto histogramdd 1024x1024 (global atomics)", torch_dsmhist.histogramdd, points[1:, :2], wide
     )
+    # Packed counts swept between rounds: 2^23 points, one block a SM (about 63500 points a block, a sweep every
+    # 49152), in two bins of one word (bins 0 and 32768 of 256x256).
+    grid256 = [torch.sort(torch.rand(257, generator=gen) * 2 - 1).values for _ in range(2)]
+    centres = [(e[:-1] + e[1:]) / 2 for e in grid256]
+    rows = torch.randint(0, 2, (1 << 23,), generator=gen) * 128
+    swept = torch.stack([centres[0][rows], centres[1][torch.zeros_like(rows)]], 1)
+    yield cpu_checked_case("auto histogramdd 256x256 packed, swept", torch_dsmhist.histogramdd, swept, grid256)
 
 
 def moe_cases(gen: torch.Generator):

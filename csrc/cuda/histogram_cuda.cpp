@@ -152,11 +152,11 @@ struct CudaBackend {
           stderr,
           "torch_dsmhist launch: %s on cuda:%d: fused edges, mode %s, %s of %s, dims %d, bins %lld, points "
           "%lld, grid %lld, threads %d, shared %lld bytes/block, replicas %d, owners %d, edges a cell entry %d, "
-          "rows %lld\n",
+          "packed %d, rows %lld\n",
           op, device, plan.mode, acc_name(counts.acc), input_type_name(p.input_type), p.dims,
           static_cast<long long>(counts.bins), static_cast<long long>(p.points), static_cast<long long>(plan.grid),
           plan.threads, static_cast<long long>(plan.shared_bytes), plan.replicas, plan.owners, plan.edges_per_entry,
-          static_cast<long long>(p.rows));
+          int(plan.packed), static_cast<long long>(p.rows));
       std::fflush(stderr);
     }
     return true;

@@ -1,6 +1,6 @@
 // The device side of the edges one pass (edge_histogram.cu, docs/tiers/edges.md): each dim's facts and cell table,
-// a value's bin in one dim, where a point's count goes in each mode (FusedCounter), the strided and the vector loads.
-// Included by edge_histogram.cu only.
+// a value's bin in one dim, where a point's count goes in each mode (FusedCounter, FusedShape), the strided and the
+// vector loads of a call's points. Included by edge_histogram.cu only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +13,7 @@
 #include "../common/call.h"
 #include "../common/edge_binning.h"
 #include "edge_staging.h"
+#include "packed_counts.cuh"
 #include "tuning.h"
 
 namespace dsmhist {
@@ -112,10 +113,16 @@ __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* 
   return edge_bin_of_upper_bound<E, int32_t>(above, x, d.last, d.edge_count, out_of_range);
 }
 
-// The fused kernel's per-block state: the staged edges and tables, where its adds go, and what it counts.
-template <typename E, typename Acc, int kDims, FusedMode kMode, int kEdges>
+// The fused kernel's per-block state: the staged edges and tables, where its adds go, and what it counts. kPacked:
+// counts two to a 32-bit word (PackedBins' layout: local bin l in the low half of word l, or the high half of word
+// l - packed_words), which every thread of the block sweeps together between rounds (kBlockRounds) so that no half
+// wraps.
+template <typename E, typename Acc, int kDims, FusedMode kMode, int kEdges, bool kPacked = false>
 struct FusedCounter {
+  static_assert(!kPacked || (std::is_same<Acc, uint32_t>::value && kMode != FusedMode::kGlobal),
+                "packed counts are shared-memory counts");
   static constexpr int kX = kDims > 0 ? kDims : 1;
+  static constexpr bool kBlockRounds = kPacked;
   const EdgeBinParams& p;
   const EdgeCountParams& c;
   const DimFacts<E>* facts;  // shared
@@ -126,6 +133,7 @@ struct FusedCounter {
   int32_t lo, hi;  // the bins this block counts (kOwned; everything elsewhere)
   int lane;
   int64_t weight_offset = 0;  // batched rows: where the current row's weights start
+  uint32_t packed_words = 0;  // kPacked: the words of own_bins
 
   // The flat bin of a point whose coordinates are x (kDims > 0) or at `point` (kDims == 0); kDroppedPoint where it
   // is dropped or not this block's (kOwned: a dim that leaves every flat bin the point can still reach outside
@@ -160,7 +168,11 @@ struct FusedCounter {
     if (flat < 0) return;
     Acc value = Acc(1);  // counts have no weight; sums always have one
     if constexpr (!kCounts) value = load_weight<Acc>(c.weight, c.weight_type, weight_offset + i * c.weight_stride);
-    if constexpr (kMode == FusedMode::kGlobal) {
+    if constexpr (kPacked) {
+      const uint32_t local = static_cast<uint32_t>(flat - lo);
+      const bool high = local >= packed_words;
+      add_shared<uint32_t>(own_bins + (high ? local - packed_words : local), high ? 1u << 16 : 1u);
+    } else if constexpr (kMode == FusedMode::kGlobal) {
       add_to_output<Acc>(c, flat, value);
     } else {
       add_shared<Acc>(own_bins + (flat - lo), value);
@@ -187,16 +199,21 @@ __device__ __forceinline__ void load_point_vectors(const T* first, edge_t<T> (*x
 }
 
 // Points [begin, end) of `input` through `counter`, kEdgePointsPerStep a thread, strided: the warp whose first thread
-// is `warp_first` (relative to begin) takes points warp_first + lane + u * stride, their loads in flight together.
-// Warp-uniform (kGlobal's warp aggregation needs every lane): lanes past the end add kDroppedPoint.
-template <typename T, int kDims, typename Counter>
+// is `warp_first` (relative to begin) takes points warp_first + lane + u * stride, their loads in flight together,
+// then calls after_round(). Warp-uniform (kGlobal's warp aggregation needs every lane): lanes past the end add
+// kDroppedPoint; block-uniform where Counter::kBlockRounds (after_round may hold block barriers).
+template <typename T, int kDims, typename Counter, typename AfterRound>
 __device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Counter& counter, const T* input,
-                                              int64_t begin, int64_t end, int64_t warp_first, int64_t stride) {
+                                              int64_t begin, int64_t end, int64_t warp_first, int64_t stride,
+                                              AfterRound&& after_round) {
   using E = edge_t<T>;
   constexpr int kX = Counter::kX;
   constexpr int kSteps = kEdgePointsPerStep;
   const int lane = counter.lane;
-  for (int64_t base = begin + warp_first; base < end; base += stride * kSteps) {
+  // The first point of a round of the unit that takes the same rounds: the warp's, or its block's.
+  const int64_t round_lead = Counter::kBlockRounds ? int64_t(threadIdx.x) - lane : 0;
+  for (int64_t first = begin + warp_first - round_lead; first < end; first += stride * kSteps) {
+    const int64_t base = first + round_lead;
     E x[kSteps][kX];
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
@@ -215,7 +232,77 @@ __device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Coun
       const int64_t i = base + lane + u * stride;
       counter.add(i < end ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
     }
+    after_round();
   }
+}
+
+// How a fused launch holds its bins (FusedMode) and where its staged edges start.
+struct FusedShape {
+  FusedMode mode = FusedMode::kShared;
+  int32_t replicas = 1;        // kShared: copies of the bins (warp w adds into copy w % replicas)
+  int32_t owners = 1;          // kOwned: blocks of a group, block rank r owning bins [r, r + 1) * bins_per_block
+  int32_t bins_per_block = 0;  // bins a block holds (0 in kGlobal)
+  bool packed = false;         // counts two to a word (PackedBins), where 32-bit counts would not fit one block
+  int64_t staging_offset = 0;  // bytes of shared memory before the staging (the bins, 16-byte aligned)
+  int64_t facts_bytes = 0;     // each dim's DimFacts, 16-byte aligned; then the edges
+  int64_t edges_bytes = 0;     // every dim's edges, 16-byte aligned; then the packed tables
+  bool vector_points = false;  // dense 4-byte points of 1-3 dims at a 16-byte aligned address: vector loads
+};
+
+// The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
+// bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
+template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked = false>
+__device__ __forceinline__ FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kPacked> block_counter(
+    const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f, const DimFacts<edge_t<T>>* facts,
+    const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
+  FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kPacked> counter{
+      p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
+  if constexpr (kDims > 0) {
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
+  }
+  if constexpr (kMode == FusedMode::kOwned) {
+    counter.lo = static_cast<int32_t>(blockIdx.x % f.owners) * f.bins_per_block;
+    counter.hi = counter.lo + f.bins_per_block;
+  }
+  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
+  if constexpr (kPacked) counter.packed_words = static_cast<uint32_t>(detail::packed_words(f.bins_per_block));
+  return counter;
+}
+
+// Every point of the call through `counter`: dense 4-byte points of 1-3 dims at a 16-byte aligned address
+// (f.vector_points) four points a thread at a time, one 16-byte load per dim; the rest through count_strided. Every
+// loop is warp-uniform (kGlobal's warp aggregation needs every lane), block-uniform where Counter::kBlockRounds, and
+// calls after_round() after each step of kEdgePointsPerStep points a thread.
+template <typename T, int kDims, typename Counter, typename AfterRound>
+__device__ __forceinline__ void count_points(const EdgeBinParams& p, const FusedShape& f, const Counter& counter,
+                                             AfterRound&& after_round) {
+  using E = edge_t<T>;
+  const int lane = counter.lane;
+  const int64_t warp_first = int64_t(blockIdx.x / f.owners) * blockDim.x + threadIdx.x - lane;
+  const int64_t grid_threads = int64_t(gridDim.x / f.owners) * blockDim.x;
+  const T* input = static_cast<const T*>(p.input);
+  int64_t scalar_begin = 0;  // the points before it were read as vectors
+  if constexpr (sizeof(T) == 4 && kDims > 0 && kDims <= 3) {
+    if (f.vector_points) {
+      constexpr int kPoints = 4;
+      static_assert(kPoints == kEdgePointsPerStep, "a step is four points a thread either way");
+      const int64_t quads = p.points / kPoints;
+      const int64_t round_lead = Counter::kBlockRounds ? int64_t(threadIdx.x) - lane : 0;
+      for (int64_t first = warp_first - round_lead; first < quads; first += grid_threads) {
+        const int64_t q = first + round_lead + lane;
+        E x[kPoints][kDims];
+        if (q < quads) load_point_vectors<T, kDims, kPoints>(input + q * kPoints * kDims, x);
+#pragma unroll
+        for (int k = 0; k < kPoints; ++k) {
+          counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
+        }
+        after_round();
+      }
+      scalar_begin = quads * kPoints;
+    }
+  }
+  count_strided<T, kDims>(p, counter, input, scalar_begin, p.points, warp_first, grid_threads, after_round);
 }
 
 }  // namespace dsmhist

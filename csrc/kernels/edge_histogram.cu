@@ -30,69 +30,7 @@ constexpr int64_t kFusedReservedBytes = 2 * 1024;
 // bins.
 constexpr int64_t kFusedMinStagingBytes = 8 * 1024;
 
-// How a fused launch holds its bins (FusedMode) and where its staged edges start.
-struct FusedShape {
-  FusedMode mode = FusedMode::kShared;
-  int32_t replicas = 1;        // kShared: copies of the bins (warp w adds into copy w % replicas)
-  int32_t owners = 1;          // kOwned: blocks of a group, block rank r owning bins [r, r + 1) * bins_per_block
-  int32_t bins_per_block = 0;  // bins a block holds (0 in kGlobal)
-  int64_t staging_offset = 0;  // bytes of shared memory before the staging (the bins, 16-byte aligned)
-  int64_t facts_bytes = 0;     // each dim's DimFacts, 16-byte aligned; then the edges
-  int64_t edges_bytes = 0;     // every dim's edges, 16-byte aligned; then the packed tables
-  bool vector_points = false;  // dense 4-byte points of 1-3 dims at a 16-byte aligned address: vector loads
-};
-
 // ----- The fused path -----------------------------------------------------------------------------------------------
-
-// The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
-// bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
-template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
-__device__ __forceinline__ FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges> block_counter(
-    const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f, const DimFacts<edge_t<T>>* facts,
-    const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
-  FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges> counter{
-      p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
-  if constexpr (kDims > 0) {
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) counter.kept[d] = facts[d];
-  }
-  if constexpr (kMode == FusedMode::kOwned) {
-    counter.lo = static_cast<int32_t>(blockIdx.x % f.owners) * f.bins_per_block;
-    counter.hi = counter.lo + f.bins_per_block;
-  }
-  counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
-  return counter;
-}
-
-// Every point of the call through `counter`: dense 4-byte points of 1-3 dims at a 16-byte aligned address
-// (f.vector_points) four points a thread at a time, one 16-byte load per dim; the rest through count_strided. Every
-// loop is warp-uniform (kGlobal's warp aggregation needs every lane).
-template <typename T, int kDims, typename Counter>
-__device__ __forceinline__ void count_points(const EdgeBinParams& p, const FusedShape& f, const Counter& counter) {
-  using E = edge_t<T>;
-  const int lane = counter.lane;
-  const int64_t warp_first = int64_t(blockIdx.x / f.owners) * blockDim.x + threadIdx.x - lane;
-  const int64_t grid_threads = int64_t(gridDim.x / f.owners) * blockDim.x;
-  const T* input = static_cast<const T*>(p.input);
-  int64_t scalar_begin = 0;  // the points before it were read as vectors
-  if constexpr (sizeof(T) == 4 && kDims > 0 && kDims <= 3) {
-    if (f.vector_points) {
-      constexpr int kPoints = 4;
-      const int64_t quads = p.points / kPoints;
-      for (int64_t q0 = warp_first; q0 < quads; q0 += grid_threads) {
-        const int64_t q = q0 + lane;
-        E x[kPoints][kDims];
-        if (q < quads) load_point_vectors<T, kDims, kPoints>(input + q * kPoints * kDims, x);
-#pragma unroll
-        for (int k = 0; k < kPoints; ++k) {
-          counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
-        }
-      }
-      scalar_begin = quads * kPoints;
-    }
-  }
-  count_strided<T, kDims>(p, counter, input, scalar_begin, p.points, warp_first, grid_threads);
-}
 
 // Adds a block's bins [lo, lo + f.bins_per_block) (the sum of their copies) into `output_row` of the output, and
 // with `rezero` zeroes them for the next row. The caller's barrier has made every add visible.
@@ -130,7 +68,7 @@ __device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, con
     const int64_t last = end - row * p.points < p.points ? end - row * p.points : p.points;
     const T* row_input = static_cast<const T*>(p.input) + row * p.row_stride;
     counter.weight_offset = row * c.weight_row_stride;
-    count_strided<T, kDims>(p, counter, row_input, first, last, threadIdx.x - counter.lane, blockDim.x);
+    count_strided<T, kDims>(p, counter, row_input, first, last, threadIdx.x - counter.lane, blockDim.x, [] {});
     __syncthreads();  // every add of this row's part lands before the bins are flushed
     flush_bins<Acc>(c, f, bins, 0, row, /*rezero=*/true);
     __syncthreads();  // the bins are zero again before the next row's adds
@@ -138,22 +76,45 @@ __device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, con
   }
 }
 
-// One block's share of a call in mode kMode: count its points, then (bins in shared memory) flush its bins.
-template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges>
+// One block's share of a call in mode kMode: count its points, then (bins in shared memory) flush its bins. Packed
+// counts (one output row) are swept every kPackedSweepValues points a block and flushed word by word.
+template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked = false>
 __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f,
                                                 const DimFacts<edge_t<T>>* facts, const edge_t<T>* edges,
                                                 const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
-  const auto counter = block_counter<kMode, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-  count_points<T, kDims>(p, f, counter);
-  if constexpr (kMode != FusedMode::kGlobal) {
-    __syncthreads();  // every add into the block's bins must land before they are flushed
-    flush_bins<Acc>(c, f, bins, counter.lo, /*output_row=*/0, /*rezero=*/false);
+  const auto counter = block_counter<kMode, T, Acc, kDims, kEdges, kPacked>(p, c, f, facts, edges, table, bins);
+  if constexpr (kPacked) {
+    constexpr int kRoundsPerSweep =
+        static_cast<int>(detail::kPackedSweepValues / (kEdgeFusedThreads * kEdgePointsPerStep));
+    static_assert(kRoundsPerSweep >= 1, "a round stays within the points a sweep allows");
+    const detail::PackedBins words(bins, counter.packed_words);
+    const auto move_out = [&](int64_t local, uint32_t n) { add_to_output<uint32_t>(c, counter.lo + local, n); };
+    int rounds = 0;
+    count_points<T, kDims>(p, f, counter, [&] {
+      if (++rounds < kRoundsPerSweep) return;
+      rounds = 0;
+      __syncthreads();  // every add since the last sweep has landed before its word is read
+      words.sweep(move_out);
+      __syncthreads();  // every word is swept before the next round adds to it
+    });
+    __syncthreads();  // every add into the block's words must land before they are flushed
+    for (uint32_t w = threadIdx.x; w < words.count; w += blockDim.x) {
+      const uint32_t both = bins[w];
+      if ((both & 0xffffu) != 0u) move_out(w, both & 0xffffu);
+      if ((both >> 16) != 0u) move_out(int64_t(words.count) + w, both >> 16);
+    }
+  } else {
+    count_points<T, kDims>(p, f, counter, [] {});
+    if constexpr (kMode != FusedMode::kGlobal) {
+      __syncthreads();  // every add into the block's bins must land before they are flushed
+      flush_bins<Acc>(c, f, bins, counter.lo, /*output_row=*/0, /*rezero=*/false);
+    }
   }
 }
 
 // One pass: stage the edges, then bin and count every point (FusedMode says where the counts go). Shared memory:
 // the bins, then each dim's facts, the edges and the packed tables (kEdges edges a table entry).
-template <typename T, typename Acc, int kDims, int kEdges>
+template <typename T, typename Acc, int kDims, int kEdges, bool kPacked = false>
 __global__ void __launch_bounds__(kEdgeFusedThreads)
     edge_histogram_kernel(const EdgeBinParams p, const EdgeCountParams c, const EdgeTableShape shape,
                           const FusedShape f) {
@@ -163,7 +124,8 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   DimFacts<E>* facts = reinterpret_cast<DimFacts<E>*>(shared + f.staging_offset);
   E* edges = reinterpret_cast<E*>(shared + f.staging_offset + f.facts_bytes);
   auto* table = reinterpret_cast<CellEntry<E, kEdges>*>(shared + f.staging_offset + f.facts_bytes + f.edges_bytes);
-  const int32_t slots = f.replicas * f.bins_per_block;
+  const int32_t slots =
+      kPacked ? static_cast<int32_t>(detail::packed_words(f.bins_per_block)) : f.replicas * f.bins_per_block;
   for (int32_t j = threadIdx.x; j < slots; j += blockDim.x) bins[j] = Acc(0);
   const E* global_edges = static_cast<const E*>(p.edges);
   for (int64_t j = threadIdx.x; j < p.edge_offset[p.dims]; j += blockDim.x) edges[j] = global_edges[j];
@@ -185,21 +147,29 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   for (int d = 0; d < p.dims; ++d) {
     build_cell_entries<E, kEdges>(edges + facts[d].edge_begin, facts[d], table + facts[d].table_begin);
   }
-  __syncthreads();  // no point may be binned before every table is complete
-  switch (f.mode) {
-    case FusedMode::kShared:
-      if (p.rows > 1) {
-        count_rows_and_flush<T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-      } else {
-        count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-      }
-      break;
-    case FusedMode::kOwned:
-      count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-      break;
-    default:
-      count_and_flush<FusedMode::kGlobal, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-      break;
+  __syncthreads();          // no point may be binned before every table is complete
+  if constexpr (kPacked) {  // one output row, bins in shared memory
+    if (f.mode == FusedMode::kShared) {
+      count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges, true>(p, c, f, facts, edges, table, bins);
+    } else {
+      count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges, true>(p, c, f, facts, edges, table, bins);
+    }
+  } else {
+    switch (f.mode) {
+      case FusedMode::kShared:
+        if (p.rows > 1) {
+          count_rows_and_flush<T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+        } else {
+          count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+        }
+        break;
+      case FusedMode::kOwned:
+        count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+        break;
+      default:
+        count_and_flush<FusedMode::kGlobal, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+        break;
+    }
   }
 }
 
@@ -210,29 +180,31 @@ constexpr bool kTwoEdgeEntries = sizeof(edge_t<T>) == 4;
 
 // The kernel for `dims` dims: 1-3 known at compile time (each dim's facts in registers, points of 4-byte coordinates
 // loaded as vectors: 3-D 16^3 0.248 -> 0.179 ms against the generic kernel, H100, perf log 2026-11-26), more generic.
-template <typename T, typename Acc, int kEdges>
+template <typename T, typename Acc, int kEdges, bool kPacked = false>
 const void* fused_kernel(int dims) {
   if constexpr (kEdges == 2) {  // tables of two-edge entries are 1-D tables only (tuning.h)
     return dims == 1 ? reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1, 2>) : nullptr;
   } else {
     switch (dims) {
       case 1:
-        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1, 1>);
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 1, 1, kPacked>);
       case 2:
-        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 2, 1>);
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 2, 1, kPacked>);
       case 3:
-        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 3, 1>);
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 3, 1, kPacked>);
       default:
-        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 0, 1>);
+        return reinterpret_cast<const void*>(&edge_histogram_kernel<T, Acc, 0, 1, kPacked>);
     }
   }
 }
 
+// The kernel of a call: `packed` (counts two to a word) with one-edge entries only.
 template <typename T, int kEdges>
-const void* fused_kernel(AccKind acc, int dims) {
+const void* fused_kernel(AccKind acc, int dims, bool packed = false) {
   if constexpr (kEdges == 2 && !kTwoEdgeEntries<T>) {
     return nullptr;
   } else {
+    if (packed) return acc == AccKind::kCount && kEdges == 1 ? fused_kernel<T, uint32_t, 1, true>(dims) : nullptr;
     switch (acc) {
       case AccKind::kCount:
         return fused_kernel<T, uint32_t, kEdges>(dims);
@@ -263,6 +235,10 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   const int64_t acc_bytes = accumulator_bytes(c.acc);
   const int64_t usable = caps.shared_optin - kFusedReservedBytes;
   const int64_t bins_bytes = c.bins * acc_bytes;
+  // The bytes of a block's `bins`: 32-bit (or 8-byte) slots, or counts two to a word.
+  const auto block_bins_bytes = [&](int64_t bins, bool packed) {
+    return packed ? detail::packed_words(bins) * 4 : bins * acc_bytes;
+  };
   if (bins_bytes + kFusedMinStagingBytes <= usable) {
     f->mode = FusedMode::kShared;
     f->replicas = static_cast<int32_t>(std::max<int64_t>(
@@ -273,19 +249,27 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   } else if (p.rows > 1) {
     return cudaSuccess;  // batched rows count in shared memory only: more bins take two stages
   } else {
+    // Counts past one block's 32-bit slots pack two to a word: one block, or a group of half the blocks.
+    f->packed = c.acc == AccKind::kCount;
     f->owners = 0;
-    for (int owners = 2; owners <= kEdgeMaxOwnerBlocks; ++owners) {
-      if ((c.bins + owners - 1) / owners * acc_bytes + kFusedMinStagingBytes <= usable) {
+    for (int owners = f->packed ? 1 : 2; owners <= kEdgeMaxOwnerBlocks; ++owners) {
+      if (block_bins_bytes((c.bins + owners - 1) / owners, f->packed) + kFusedMinStagingBytes <= usable) {
         f->owners = owners;
         break;
       }
     }
     if (f->owners > 0) {
-      f->mode = FusedMode::kOwned;
+      f->mode = f->owners == 1 ? FusedMode::kShared : FusedMode::kOwned;
       f->replicas = 1;
       f->bins_per_block = static_cast<int32_t>((c.bins + f->owners - 1) / f->owners);
+      if (f->packed) {
+        kernel = fused_kernel<T, 1>(c.acc, p.dims, /*packed=*/true);
+        err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
+        if (err != cudaSuccess) return err;
+      }
     } else if (c.bins * output_bytes(c.output_type) <= caps.l2_bytes / kEdgeGlobalOutputL2Divisor) {
       f->mode = FusedMode::kGlobal;
+      f->packed = false;
       f->owners = 1;
       f->replicas = 1;
       f->bins_per_block = 0;
@@ -293,7 +277,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
       return cudaSuccess;  // an output past L2: two stages, whose counting tiers are built for it
     }
   }
-  const int64_t bins_region = round_up16(int64_t(f->replicas) * f->bins_per_block * acc_bytes);
+  const int64_t bins_region = round_up16(f->replicas * block_bins_bytes(f->bins_per_block, f->packed));
   f->staging_offset = bins_region;
   f->vector_points = sizeof(T) == 4 && p.rows == 1 && p.dims <= 3 && p.point_stride == p.dims &&
                      (p.dims == 1 || p.dim_stride == 1) && reinterpret_cast<uintptr_t>(p.input) % 16 == 0;
@@ -302,7 +286,8 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   // Staging takes what keeps two blocks on an SM where that leaves it room, else what one block may have; the edges
   // must fit in it beside a table of a cell per four edges, or the call takes two stages.
   const int64_t two_blocks = caps.shared_per_sm / 2 - kFusedReservedBytes - bins_region;
-  const int64_t budget = std::min(usable - bins_region, std::max(two_blocks, kFusedMinStagingBytes));
+  const int64_t budget =
+      two_blocks >= kFusedMinStagingBytes ? std::min(usable - bins_region, two_blocks) : usable - bins_region;
   // The table's entries and cells an edge (tuning.h): in 1-D, entries of two edges where such a table fits whole;
   // else one edge an entry, fewer cells in proportion where the table does not fit.
   const int64_t table_budget = budget - f->facts_bytes - f->edges_bytes;
@@ -313,7 +298,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   int64_t entry_bytes = sizeof(CellEntry<E, 1>);
   int64_t cells_per_edge = p.dims == 1 ? kEdgeCellsPerEdge : kEdgeCellsPerEdgeManyDims;
   if constexpr (kTwoEdgeEntries<T>) {
-    const void* two_edge_kernel = fused_kernel<T, 2>(c.acc, p.dims);  // 1-D counts and float32 sums
+    const void* two_edge_kernel = fused_kernel<T, 2>(c.acc, p.dims, f->packed);  // 1-D counts and float32 sums
     if (two_edge_kernel != nullptr && two_edge_slots * int64_t(sizeof(CellEntry<E, 2>)) <= table_budget) {
       edges_per_entry = 2;
       entry_bytes = sizeof(CellEntry<E, 2>);
@@ -341,6 +326,7 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
   }
   plan->fused = true;
   plan->mode = f->mode == FusedMode::kShared ? "shared" : (f->mode == FusedMode::kOwned ? "owned" : "global");
+  plan->packed = f->packed;
   plan->grid = groups * f->owners;
   plan->threads = threads;
   plan->shared_bytes = shared_bytes;

@@ -170,6 +170,7 @@ struct EdgeHistogramPlan {
   int replicas = 0;         // copies of the bins in a block (mode shared)
   int owners = 0;           // blocks that split the bins (mode owned; 1 elsewhere)
   int edges_per_entry = 0;  // edges a cell's table entry holds (2 for float edges where the table fits, else 1)
+  bool packed = false;      // counts two 16-bit halves to a shared 32-bit word (modes shared and owned)
   const void* kernel = nullptr;
 };
 cudaError_t launch_edge_histogram(const EdgeBinParams& p, const EdgeCountParams& c, int device, cudaStream_t stream,

@@ -82,10 +82,10 @@ struct PackedBins {
     red_shared(take ? address(local) : lane_word, take ? amount(local, n) : 0u);
   }
 
-  // Adds the counts at or above kPackedSweepFloor into output bins [base, base + 2 * count) (base: local bin 0) and
+  // Moves the counts at or above kPackedSweepFloor out, calling move_out(local bin, n) for each nonzero part, and
   // leaves the rest. The block's threads take disjoint words; the caller puts a barrier on each side.
-  template <typename Policy>
-  __device__ __forceinline__ void sweep(const HistogramParams& p, int64_t base) const {
+  template <typename MoveOut>
+  __device__ __forceinline__ void sweep(MoveOut&& move_out) const {
     uint4* vectors = reinterpret_cast<uint4*>(words);
     for (uint32_t v = threadIdx.x; v < count / 4; v += blockDim.x) {
       uint4 q = vectors[v];
@@ -96,8 +96,8 @@ struct PackedBins {
         const uint32_t moved = lanes[j] & kPackedSweepMask;
         lanes[j] -= moved;
         const int64_t w = int64_t(v) * 4 + j;
-        if ((moved & 0xffffu) != 0u) Policy::add_global(p, base + w, moved & 0xffffu);
-        if ((moved >> 16) != 0u) Policy::add_global(p, base + count + w, moved >> 16);
+        if ((moved & 0xffffu) != 0u) move_out(w, moved & 0xffffu);
+        if ((moved >> 16) != 0u) move_out(int64_t(count) + w, moved >> 16);
       }
       vectors[v] = make_uint4(lanes[0], lanes[1], lanes[2], lanes[3]);
     }
@@ -325,7 +325,8 @@ __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_g
     if (++rounds < kRoundsPerSweep) return;
     rounds = 0;
     __syncthreads();  // every add since the last sweep has landed before its word is read
-    bins.sweep<Policy>(p, current_row * p.bins + first_bin);
+    const int64_t base = current_row * p.bins + first_bin;
+    bins.sweep([&](int64_t local, uint32_t n) { Policy::add_global(p, base + local, n); });
     __syncthreads();  // every word is swept before the next round adds to it
   };
   for_each_item_span<T>(
