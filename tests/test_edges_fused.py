@@ -124,6 +124,44 @@ def test_fused_weighted_sums(label, shape, mode, weight_dtype, gen):
     np.testing.assert_array_equal(fused.double().cpu().numpy(), reference_nd(pts, edges, w))
 
 
+@pytest.mark.parametrize("edge_dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_equal_width_edges_on_and_beside_every_edge(edge_dtype, dims, gen):
+    """Edges of equal width (torch.linspace's, which stray from exact multiples by rounding: where any arithmetic
+    shortcut would err): values on every edge and one step of the dtype to each side of it, NaN, +-inf and values past
+    either end must land where the search (two stages) and numpy put them, counted and clamped."""
+    n_bins = [1000, 37, 16][:dims]
+    lo, hi = (-4.0, 4.0), (0.1, 7.3)
+    edges = [torch.linspace(lo[d % 2], hi[d % 2], b + 1, dtype=edge_dtype) for d, b in enumerate(n_bins)]
+    columns = []
+    for e in edges:
+        near = torch.cat([e, torch.nextafter(e, e - 1), torch.nextafter(e, e + 1)])
+        spread = (
+            e[0] + (e[-1] - e[0]) * torch.rand(60_000, generator=gen, dtype=edge_dtype) * 1.2 - 0.1 * (e[-1] - e[0])
+        )
+        special = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=edge_dtype)
+        column = torch.cat([near, spread, special])
+        columns.append(column[torch.randint(0, len(column), (90_001,), generator=gen)])
+    pts = torch.stack(columns, 1)
+    cuda_edges = [e.cuda() for e in edges]
+    for oor in ("ignore", "clamp"):
+        if dims == 1:
+            x = pts[:, 0].cuda()
+
+            def call():
+                return torch_dsmhist.histogram_edges(x, cuda_edges[0], out_of_range=oor)
+        else:
+            p = pts.cuda()
+
+            def call():
+                return torch_dsmhist.histogramdd(p, cuda_edges, out_of_range=oor)
+
+        fused = call()
+        assert torch.equal(fused, two_stage(call)), (dims, edge_dtype, oor)
+        expected = reference_nd(pts, edges, clamp=oor == "clamp").reshape(-1)
+        assert np.array_equal(fused.cpu().numpy().reshape(-1), expected), (dims, edge_dtype, oor)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.uint8])
 def test_fused_input_dtypes_and_int32_counts(dtype, gen):
     n = 70_001
