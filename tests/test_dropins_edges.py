@@ -101,6 +101,23 @@ def test_histogramdd_given_range(device, gen):
     assert_same(dropins.histogramdd(x.to(device), 6, range=r), torch.histogramdd(x, 6, range=r))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_histogramdd_data_range_per_dim(device, gen):
+    """The data range is taken a column at a time: each dim's own min and max (placed on different rows), from a
+    strided view too, and a non-finite value in any one column raises as torch does."""
+    x = torch.randn(3001, 6, generator=gen)[:, ::2]  # [3001, 3], strided
+    x[17, 0], x[2900, 1], x[5, 2] = 9.0, -7.5, 4.25
+    assert_same(dropins.histogramdd(x.to(device), [4, 5, 3]), torch.histogramdd(x, [4, 5, 3]))
+    for bad in (float("nan"), float("inf")):
+        y = x.clone()
+        y[1000, 2] = bad
+        with pytest.raises(RuntimeError, match="dimension 2's range") as ours:
+            dropins.histogramdd(y.to(device), 3)
+        with pytest.raises(RuntimeError) as theirs:
+            torch.histogramdd(y, 3)
+        assert str(ours.value) == str(theirs.value)
+
+
 def _raises_same(call_ours, call_torch):
     with pytest.raises(Exception) as theirs:
         call_torch()
