@@ -79,16 +79,12 @@ def two_stage(call):
         return call()
 
 
-@pytest.mark.parametrize("label, shape, mode", SHAPES, ids=[s[0] for s in SHAPES])
-@pytest.mark.parametrize("kind", DISTRIBUTIONS)
-def test_fused_counts_match_two_stages_and_numpy(label, shape, mode, kind, gen):
-    n = int(torch.randint(50_000, 400_000, (1,), generator=gen)) | 1  # odd
-    edges = [edges_for(b, gen) for b in shape]
-    pts = points_for(kind, n, edges, gen)
+def assert_fused_equals_two_stages_and_numpy(pts: torch.Tensor, edges, what) -> None:
+    """pts [N, D] over `edges` (CPU tensors, one a dim) by the one pass on CUDA, coordinates outside dropped and then
+    clamped: equal to the two stages and to numpy. `what` labels a failure."""
     cuda_edges = [e.cuda() for e in edges]
-    for clamp in (False, True):
-        oor = "clamp" if clamp else "ignore"
-        if len(shape) == 1:
+    for oor in ("ignore", "clamp"):
+        if len(edges) == 1:
             x = pts[:, 0].cuda()
 
             def call():
@@ -100,8 +96,17 @@ def test_fused_counts_match_two_stages_and_numpy(label, shape, mode, kind, gen):
                 return torch_dsmhist.histogramdd(p, cuda_edges, out_of_range=oor)
 
         fused = call()
-        assert torch.equal(fused, two_stage(call)), (label, kind, oor)
-        assert np.array_equal(fused.cpu().numpy().reshape(-1), reference_nd(pts, edges, clamp=clamp).reshape(-1))
+        assert torch.equal(fused, two_stage(call)), (*what, oor)
+        expected = reference_nd(pts, edges, clamp=oor == "clamp").reshape(-1)
+        assert np.array_equal(fused.cpu().numpy().reshape(-1), expected), (*what, oor)
+
+
+@pytest.mark.parametrize("label, shape, mode", SHAPES, ids=[s[0] for s in SHAPES])
+@pytest.mark.parametrize("kind", DISTRIBUTIONS)
+def test_fused_counts_match_two_stages_and_numpy(label, shape, mode, kind, gen):
+    n = int(torch.randint(50_000, 400_000, (1,), generator=gen)) | 1  # odd
+    edges = [edges_for(b, gen) for b in shape]
+    assert_fused_equals_two_stages_and_numpy(points_for(kind, n, edges, gen), edges, (label, kind))
 
 
 @pytest.mark.parametrize("weight_dtype", [torch.float16, torch.float32, torch.float64])
@@ -142,24 +147,7 @@ def test_equal_width_edges_on_and_beside_every_edge(edge_dtype, dims, gen):
         special = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=edge_dtype)
         column = torch.cat([near, spread, special])
         columns.append(column[torch.randint(0, len(column), (90_001,), generator=gen)])
-    pts = torch.stack(columns, 1)
-    cuda_edges = [e.cuda() for e in edges]
-    for oor in ("ignore", "clamp"):
-        if dims == 1:
-            x = pts[:, 0].cuda()
-
-            def call():
-                return torch_dsmhist.histogram_edges(x, cuda_edges[0], out_of_range=oor)
-        else:
-            p = pts.cuda()
-
-            def call():
-                return torch_dsmhist.histogramdd(p, cuda_edges, out_of_range=oor)
-
-        fused = call()
-        assert torch.equal(fused, two_stage(call)), (dims, edge_dtype, oor)
-        expected = reference_nd(pts, edges, clamp=oor == "clamp").reshape(-1)
-        assert np.array_equal(fused.cpu().numpy().reshape(-1), expected), (dims, edge_dtype, oor)
+    assert_fused_equals_two_stages_and_numpy(torch.stack(columns, 1), edges, (dims, edge_dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.uint8])
