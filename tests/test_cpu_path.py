@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_edges import reference_nd
 
 import torch_dsmhist
 
@@ -278,3 +279,27 @@ def reference_range(x: torch.Tensor):
     """The finite min and max of x, as floats (the data range of a call without min / max)."""
     finite = x.double()[torch.isfinite(x.double())]
     return float(finite.min()), float(finite.max())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_equal_width_edges_on_and_beside_every_edge(dtype, layout, gen):
+    """histogram_edges over equal-width edges (torch.linspace's, as the drop-ins' int bins make them): a contiguous
+    run takes each value's equal-width position where its fraction clears the edges' slack (edges_cpu.cpp,
+    equal_width_bins), the search elsewhere. Values on every edge and one step to each side, NaN, +-inf and past either
+    end, dropped and clamped, at every thread count: numpy's searchsorted bins. float16 edges stray up to a quarter bin
+    from equal width (a wide slack, many values searched)."""
+    for bins, lo, hi in ((1000, -4.0, 4.0), (37, 0.1, 7.3), (1, -1.0, 1.0)):
+        edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64).to(dtype)
+        near = torch.cat([edges, torch.nextafter(edges, edges - 1), torch.nextafter(edges, edges + 1)]).double()
+        spread = lo + (hi - lo) * (torch.rand(40_000, generator=gen, dtype=torch.float64) * 1.2 - 0.1)
+        special = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=torch.float64)
+        pool = torch.cat([near, spread, special])
+        x = pool[torch.randint(0, len(pool), (70_001,), generator=gen)].to(dtype)
+        if layout == "strided":
+            x = torch.stack([x, x], 1).reshape(-1)[::2]
+        for clamp in (False, True):
+            expected = torch.from_numpy(reference_nd(x.reshape(-1, 1), [edges], clamp=clamp)).long()
+            oor = "clamp" if clamp else "ignore"
+            for got in with_each_thread_count(lambda: torch_dsmhist.histogram_edges(x, edges, out_of_range=oor)):
+                assert torch.equal(got, expected), (dtype, layout, bins, oor)

@@ -7,6 +7,9 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 namespace dsmhist {
@@ -41,6 +44,54 @@ struct CellTable {
   }
 };
 
+// How far from an integer the equal-width position t = (x - e_0) * bins_per_unit of x must fall for floor(t) to be
+// x's bin, in bins: the most any edge strays from equal width, plus t's rounding. t, in E, is within 1.5 epsilons of
+// the exact position relative (the difference, bins_per_unit and the product each round once), so within
+// (bins + 1) * 4 epsilons of it where it counts (0 <= t < bins); the equal-width edges are taken in double, whose own
+// rounding adds the last term. Where frac(t) is farther than that from 0 and from 1, x lies strictly between edges
+// floor(t) and floor(t) + 1. Infinite for edges that do not increase.
+template <typename E>
+double equal_width_slack(const E* edges, int64_t count) {
+  const int64_t bins = count - 1;
+  const double first = static_cast<double>(edges[0]), last = static_cast<double>(edges[count - 1]);
+  const double width = (last - first) / static_cast<double>(bins);
+  if (!(bins >= 1 && width > 0.0)) return std::numeric_limits<double>::infinity();
+  const double epsilon = sizeof(E) == 4 ? double(FLT_EPSILON) : DBL_EPSILON;
+  double slack = 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    slack = std::max(slack, std::fabs(static_cast<double>(edges[i]) - (first + static_cast<double>(i) * width)));
+  }
+  return slack / width + static_cast<double>(bins + 1) * 4.0 * epsilon +
+         8.0 * DBL_EPSILON * (std::fabs(first) + std::fabs(last)) / width;
+}
+
+// A contiguous run of values' bins over edges of equal width within `slack` (under half a bin), a block at a time:
+// first every value's floor(t) where its fraction is clear of the slack, else kRetry (arithmetic only, no load beside
+// the value's), then the others by edge_bin_guessed, while the block is in cache.
+template <typename T, typename E>
+void equal_width_bins(const T* values, int64_t n, const E* edges, int64_t count, E bins_per_unit, E slack,
+                      OutOfRange out_of_range, int32_t* out) {
+  constexpr int32_t kRetry = std::numeric_limits<int32_t>::min();
+  constexpr int64_t kBlock = 2048;
+  const E first = edges[0], bins = static_cast<E>(count - 1), high = E(1) - slack;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t stop = std::min(n, start + kBlock);
+    for (int64_t i = start; i < stop; ++i) {
+      const E t = (static_cast<E>(to_compute(values[i])) - first) * bins_per_unit;
+      const E inside = t >= E(0) && t < bins ? t : E(-1);  // NaN and every t out of range: -1 (no undefined cast)
+      const int32_t guess = static_cast<int32_t>(inside);
+      const E frac = inside - static_cast<E>(guess);
+      out[i] = guess >= 0 && frac > slack && frac < high ? guess : kRetry;
+    }
+    for (int64_t i = start; i < stop; ++i) {
+      if (out[i] != kRetry) continue;
+      const int64_t bin =
+          edge_bin_guessed(static_cast<E>(to_compute(values[i])), edges, count, bins_per_unit, out_of_range);
+      out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
+    }
+  }
+}
+
 template <typename T>
 void edge_bins_typed(const EdgeBinParams& p) {
   using E = edge_t<T>;
@@ -50,6 +101,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
   // near-uniform ones): then it is within one bin of every value's (the guess is monotone), and the guessed search
   // checks at most three bins. Other edges (random, quantiles of skewed data) take the binary search at once.
   E bins_per_unit[kMaxEdgeDims];
+  E slack[kMaxEdgeDims];  // equal_width_slack, where the guess is taken (else unused)
   bool guess[kMaxEdgeDims];
   CellTable<E> tables[kMaxEdgeDims];
   for (int32_t d = 0; d < p.dims; ++d) {
@@ -63,6 +115,9 @@ void edge_bins_typed(const EdgeBinParams& p) {
     }
     // One edge (no span) makes one cell holding it: the whole search, as it should be.
     if (!guess[d]) tables[d].build(dim_edges, count);
+    // Rounded up to E (a larger slack only sends more values to the search).
+    const double dim_slack = guess[d] ? equal_width_slack(dim_edges, count) : 1.0;
+    slack[d] = std::nextafter(static_cast<E>(dim_slack), std::numeric_limits<E>::infinity());
   }
   // Per-row edges (each coordinate's own bin, a row of out per dim) and the 1-D ops (one dim: the flat bin is the
   // bin): a loop per dim with its facts in locals, since a store through out may alias p's fields.
@@ -77,6 +132,11 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const OutOfRange out_of_range = p.out_of_range;
         const CellTable<E>& table = tables[d];
         int32_t* out = p.out + d * p.out_dim_stride;
+        if (guessed && stride == 1 && slack[d] < E(0.5)) {
+          equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, slack[d], out_of_range,
+                           out + begin);
+          continue;
+        }
         for (int64_t i = begin; i < end; ++i) {
           const E x = static_cast<E>(to_compute(values[i * stride]));
           const int64_t bin = guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, out_of_range)
