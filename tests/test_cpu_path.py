@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_edges import reference_nd
+from test_edges import reference_nd, values_on_and_beside_edges
 
 import torch_dsmhist
 
@@ -291,11 +291,7 @@ def test_equal_width_edges_on_and_beside_every_edge(dtype, layout, gen):
     from equal width (a wide slack, many values searched)."""
     for bins, lo, hi in ((1000, -4.0, 4.0), (37, 0.1, 7.3), (1, -1.0, 1.0)):
         edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64).to(dtype)
-        near = torch.cat([edges, torch.nextafter(edges, edges - 1), torch.nextafter(edges, edges + 1)]).double()
-        spread = lo + (hi - lo) * (torch.rand(40_000, generator=gen, dtype=torch.float64) * 1.2 - 0.1)
-        special = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=torch.float64)
-        pool = torch.cat([near, spread, special])
-        x = pool[torch.randint(0, len(pool), (70_001,), generator=gen)].to(dtype)
+        x = values_on_and_beside_edges(edges, 70_001, gen)
         if layout == "strided":
             x = torch.stack([x, x], 1).reshape(-1)[::2]
         for clamp in (False, True):

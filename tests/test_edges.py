@@ -41,6 +41,18 @@ def reference_nd(points: torch.Tensor, edges, weight=None, clamp=False) -> np.nd
     return out
 
 
+def values_on_and_beside_edges(edges: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:
+    """n values in edges' dtype, drawn from every edge and one step of the dtype to each side of it, a uniform spread
+    over the edges' span widened by a tenth each way, NaN and +-inf: where a binning shortcut past the search would
+    err."""
+    near = torch.cat([edges, torch.nextafter(edges, edges - 1), torch.nextafter(edges, edges + 1)]).double()
+    lo, hi = float(edges[0]), float(edges[-1])
+    spread = lo + (hi - lo) * (torch.rand(40_000, generator=gen, dtype=torch.float64) * 1.2 - 0.1)
+    special = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=torch.float64)
+    pool = torch.cat([near, spread, special])
+    return pool[torch.randint(0, len(pool), (n,), generator=gen)].to(edges.dtype)
+
+
 def random_edges(count: int, dtype, gen, lo=-2.0, hi=2.0) -> torch.Tensor:
     e = torch.sort(torch.rand(count, generator=gen, dtype=torch.float64) * (hi - lo) + lo).values
     return e.to(edge_dtype_for(dtype))

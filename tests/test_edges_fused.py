@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from test_edges import reference_nd
+from test_edges import reference_nd, values_on_and_beside_edges
 
 import torch_dsmhist
 
@@ -138,15 +138,7 @@ def test_equal_width_edges_on_and_beside_every_edge(edge_dtype, dims, gen):
     n_bins = [1000, 37, 16][:dims]
     lo, hi = (-4.0, 4.0), (0.1, 7.3)
     edges = [torch.linspace(lo[d % 2], hi[d % 2], b + 1, dtype=edge_dtype) for d, b in enumerate(n_bins)]
-    columns = []
-    for e in edges:
-        near = torch.cat([e, torch.nextafter(e, e - 1), torch.nextafter(e, e + 1)])
-        spread = (
-            e[0] + (e[-1] - e[0]) * torch.rand(60_000, generator=gen, dtype=edge_dtype) * 1.2 - 0.1 * (e[-1] - e[0])
-        )
-        special = torch.tensor([float("nan"), float("inf"), -float("inf")], dtype=edge_dtype)
-        column = torch.cat([near, spread, special])
-        columns.append(column[torch.randint(0, len(column), (90_001,), generator=gen)])
+    columns = [values_on_and_beside_edges(e, 90_001, gen) for e in edges]
     assert_fused_equals_two_stages_and_numpy(torch.stack(columns, 1), edges, (dims, edge_dtype))
 
 
