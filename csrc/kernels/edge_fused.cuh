@@ -73,8 +73,7 @@ __device__ void build_cell_entries(const E* edges, const DimFacts<E>& d, CellEnt
 template <typename Acc>
 __device__ __forceinline__ void add_shared(Acc* slot, Acc value) {
   if constexpr (std::is_same<Acc, uint32_t>::value) {
-    asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(slot))), "r"(value)
-                 : "memory");
+    detail::red_shared(static_cast<uint32_t>(__cvta_generic_to_shared(slot)), value);
   } else {
     atomicAdd(slot, value);
   }
@@ -114,9 +113,8 @@ __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* 
 }
 
 // The fused kernel's per-block state: the staged edges and tables, where its adds go, and what it counts. kPacked:
-// counts two to a 32-bit word (PackedBins' layout: local bin l in the low half of word l, or the high half of word
-// l - packed_words), which every thread of the block sweeps together between rounds (kBlockRounds) so that no half
-// wraps.
+// counts two to a 32-bit word (PackedBins), which every thread of the block sweeps together between rounds
+// (kBlockRounds) so that no half wraps.
 template <typename E, typename Acc, int kDims, FusedMode kMode, int kEdges, bool kPacked = false>
 struct FusedCounter {
   static_assert(!kPacked || (std::is_same<Acc, uint32_t>::value && kMode != FusedMode::kGlobal),
@@ -132,8 +130,8 @@ struct FusedCounter {
   Acc* own_bins;
   int32_t lo, hi;  // the bins this block counts (kOwned; everything elsewhere)
   int lane;
-  int64_t weight_offset = 0;  // batched rows: where the current row's weights start
-  uint32_t packed_words = 0;  // kPacked: the words of own_bins
+  int64_t weight_offset = 0;    // batched rows: where the current row's weights start
+  detail::PackedBins packed{};  // kPacked: own_bins as packed counts
 
   // The flat bin of a point whose coordinates are x (kDims > 0) or at `point` (kDims == 0); kDroppedPoint where it
   // is dropped or not this block's (kOwned: a dim that leaves every flat bin the point can still reach outside
@@ -169,9 +167,7 @@ struct FusedCounter {
     Acc value = Acc(1);  // counts have no weight; sums always have one
     if constexpr (!kCounts) value = load_weight<Acc>(c.weight, c.weight_type, weight_offset + i * c.weight_stride);
     if constexpr (kPacked) {
-      const uint32_t local = static_cast<uint32_t>(flat - lo);
-      const bool high = local >= packed_words;
-      add_shared<uint32_t>(own_bins + (high ? local - packed_words : local), high ? 1u << 16 : 1u);
+      packed.add(static_cast<uint32_t>(flat - lo), 1u);
     } else if constexpr (kMode == FusedMode::kGlobal) {
       add_to_output<Acc>(c, flat, value);
     } else {
@@ -266,7 +262,10 @@ __device__ __forceinline__ FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kP
     counter.hi = counter.lo + f.bins_per_block;
   }
   counter.own_bins = bins + (threadIdx.x / 32 % f.replicas) * f.bins_per_block;
-  if constexpr (kPacked) counter.packed_words = static_cast<uint32_t>(detail::packed_words(f.bins_per_block));
+  if constexpr (kPacked) {
+    counter.packed =
+        detail::PackedBins(counter.own_bins, static_cast<uint32_t>(detail::packed_words(f.bins_per_block)));
+  }
   return counter;
 }
 

@@ -87,22 +87,17 @@ __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const Ed
     constexpr int kRoundsPerSweep =
         static_cast<int>(detail::kPackedSweepValues / (kEdgeFusedThreads * kEdgePointsPerStep));
     static_assert(kRoundsPerSweep >= 1, "a round stays within the points a sweep allows");
-    const detail::PackedBins words(bins, counter.packed_words);
     const auto move_out = [&](int64_t local, uint32_t n) { add_to_output<uint32_t>(c, counter.lo + local, n); };
     int rounds = 0;
     count_points<T, kDims>(p, f, counter, [&] {
       if (++rounds < kRoundsPerSweep) return;
       rounds = 0;
       __syncthreads();  // every add since the last sweep has landed before its word is read
-      words.sweep(move_out);
+      counter.packed.sweep(move_out);
       __syncthreads();  // every word is swept before the next round adds to it
     });
     __syncthreads();  // every add into the block's words must land before they are flushed
-    for (uint32_t w = threadIdx.x; w < words.count; w += blockDim.x) {
-      const uint32_t both = bins[w];
-      if ((both & 0xffffu) != 0u) move_out(w, both & 0xffffu);
-      if ((both >> 16) != 0u) move_out(int64_t(words.count) + w, both >> 16);
-    }
+    counter.packed.drain(move_out);
   } else {
     count_points<T, kDims>(p, f, counter, [] {});
     if constexpr (kMode != FusedMode::kGlobal) {

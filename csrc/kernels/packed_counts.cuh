@@ -58,6 +58,7 @@ struct PackedBins {
   uint32_t shared_words;  // `words` in the shared window (32-bit shared addresses: no generic conversion an add)
   uint32_t lane_word;     // the shared address a lane adds zero to (add_or_zero): its own word, banks apart
 
+  PackedBins() = default;
   __device__ PackedBins(uint32_t* block_words, uint32_t word_count)
       : words(block_words),
         count(word_count),
@@ -70,9 +71,14 @@ struct PackedBins {
   }
   __device__ __forceinline__ uint32_t amount(uint32_t local, uint32_t n) const { return local >= count ? n << 16 : n; }
 
-  // Adds n (at most 2^15) to local bin `local` where `take` (else nothing: `local` may be anything).
+  // Adds n (at most 2^15) to local bin `local`.
+  __device__ __forceinline__ void add(uint32_t local, uint32_t n) const {
+    red_shared(address(local), amount(local, n));
+  }
+
+  // The same where `take` (else nothing: `local` may be anything).
   __device__ __forceinline__ void add_if(bool take, uint32_t local, uint32_t n) const {
-    if (take) red_shared(address(local), amount(local, n));
+    if (take) add(local, n);
   }
 
   // The same, with no branch: a lane that does not take adds zero to its lane word. ptxas places a branch around a
@@ -95,12 +101,25 @@ struct PackedBins {
       for (int j = 0; j < 4; ++j) {
         const uint32_t moved = lanes[j] & kPackedSweepMask;
         lanes[j] -= moved;
-        const int64_t w = int64_t(v) * 4 + j;
-        if ((moved & 0xffffu) != 0u) move_out(w, moved & 0xffffu);
-        if ((moved >> 16) != 0u) move_out(int64_t(count) + w, moved >> 16);
+        move_halves(int64_t(v) * 4 + j, moved, move_out);
       }
       vectors[v] = make_uint4(lanes[0], lanes[1], lanes[2], lanes[3]);
     }
+  }
+
+  // Moves every count out (move_out as for sweep), leaving the words as they are. The block's threads take disjoint
+  // words; the caller puts a barrier before it.
+  template <typename MoveOut>
+  __device__ __forceinline__ void drain(MoveOut&& move_out) const {
+    for (uint32_t w = threadIdx.x; w < count; w += blockDim.x) move_halves(int64_t(w), words[w], move_out);
+  }
+
+ private:
+  // move_out(local bin, n) for each nonzero half of `both`, the value of (or the part taken from) word w.
+  template <typename MoveOut>
+  __device__ __forceinline__ void move_halves(int64_t w, uint32_t both, MoveOut& move_out) const {
+    if ((both & 0xffffu) != 0u) move_out(w, both & 0xffffu);
+    if ((both >> 16) != 0u) move_out(int64_t(count) + w, both >> 16);
   }
 };
 
