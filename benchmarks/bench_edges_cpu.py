@@ -2,10 +2,10 @@
 
     python benchmarks/bench_edges_cpu.py [--values 4194304] [--points 1048576] [--reps 7]
 
-Issue 50's CPU cases: 2^22 float32 values, 2^20 2-D points; 1 thread, then every thread torch has. Each cell is the
-median wall time (ms) of `reps` calls after one warm-up call whose result is checked against torch's (values and
-edges, exactly). Ratio = torch's time / ours (above 1: ours is faster). Prints the table and writes it to its section
-of benchmarks/RESULTS.md (with the machine, torch version and date).
+Issue 50's CPU cases: 2^22 float32 values, 2^20 2-D points (and 2^20 3-D points); 1 thread, then every thread torch
+has. Each cell is the median wall time (ms) of `reps` calls after one warm-up call whose result is checked against
+torch's (values and edges, exactly). Ratio = torch's time / ours (above 1: ours is faster). Prints the table and
+writes it to its section of benchmarks/RESULTS.md (with the machine, torch version and date).
 """
 
 import argparse
@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from torch_dsmhist import dropins
-
 from benchlib import torch_dsmhist, write_results_section
+
+dropins = torch_dsmhist.dropins  # imported through benchlib, which finds the package in a source tree too
 
 
 def median_ms(fn, reps: int) -> float:
@@ -47,6 +47,7 @@ def main() -> int:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(args.values, generator=g)
     points = torch.randn(args.points, 2, generator=g)
+    points3 = torch.randn(args.points, 3, generator=g)
     edges = torch.sort(torch.randn(1001, generator=g)).values
     linspace = torch.linspace(-3.0, 3.0, 1001)
     cases = [
@@ -59,6 +60,9 @@ def main() -> int:
         ("dropins.histogramdd(pts, [100, 100], range)",
          lambda: dropins.histogramdd(points, [100, 100], range=[-3.0, 3.0, -3.0, 3.0]),
          lambda: torch.histogramdd(points, [100, 100], range=[-3.0, 3.0, -3.0, 3.0])),
+        ("dropins.histogramdd(pts3, [16, 16, 16], range)",
+         lambda: dropins.histogramdd(points3, [16, 16, 16], range=[-3.0, 3.0] * 3),
+         lambda: torch.histogramdd(points3, [16, 16, 16], range=[-3.0, 3.0] * 3)),
         ("histogram_edges(x, random edges)", lambda: torch_dsmhist.histogram_edges(x, edges),
          lambda: torch.histogram(x, edges).hist),
         ("dropins.histogram(x, 1000), data range", lambda: dropins.histogram(x, 1000),
@@ -75,7 +79,7 @@ def main() -> int:
         "## Bin edges on the CPU: the drop-ins and histogram_edges against torch's CPU ops",
         "",
         f"`python benchmarks/bench_edges_cpu.py`, {datetime.date.today()}: {cpu}, {torch.get_num_threads()} threads, "
-        f"torch {torch.__version__}; {args.values} float32 values, {args.points} 2-D points; median wall ms of "
+        f"torch {torch.__version__}; {args.values} float32 values, {args.points} 2-D and 3-D points; median wall ms of "
         f"{args.reps} after a call checked equal to torch's (values and edges). Ratio = torch's time / ours.",
         "",
         "| case | " + " | ".join(f"{t} thr: torch ms | ours ms | ratio" for t in threads) + " |",

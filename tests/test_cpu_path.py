@@ -299,3 +299,31 @@ def test_equal_width_edges_on_and_beside_every_edge(dtype, layout, gen):
             oor = "clamp" if clamp else "ignore"
             for got in with_each_thread_count(lambda: torch_dsmhist.histogram_edges(x, edges, out_of_range=oor)):
                 assert torch.equal(got, expected), (dtype, layout, bins, oor)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed"])
+@pytest.mark.parametrize("dims", [2, 3])
+def test_equal_width_nd_edges_on_and_beside_every_edge(dtype, layout, dims, gen):
+    """histogramdd whose every dim has equal-width edges (the drop-ins' int bins): a point's flat bin by arithmetic
+    where every coordinate's fraction clears its dim's slack (edges_cpu.cpp, guess_point), the search for the others.
+    Coordinates on every edge and one step to each side, NaN, +-inf and past either end, dropped and clamped, at every
+    thread count, in [N, D] rows, an offset view and a transposed one; and the same points with one dim's edges
+    uneven (every point searched): numpy's searchsorted bins."""
+    n_bins = [100, 37, 16][:dims]
+    spans = [(-4.0, 4.0), (0.1, 7.3), (-1.0, 2.5)]
+    edges = [torch.linspace(*spans[d], b + 1, dtype=torch.float64).to(dtype) for d, b in enumerate(n_bins)]
+    uneven = list(edges)
+    uneven[-1] = torch.sort(torch.rand(n_bins[-1] + 1, generator=gen, dtype=torch.float64) * 3.5 - 1.0).values
+    uneven[-1] = uneven[-1].to(dtype)
+    points = torch.stack([values_on_and_beside_edges(e, 60_001, gen) for e in edges], 1)
+    if layout == "offset":
+        points = torch.cat([points[:1], points], 0)[1:]
+    elif layout == "transposed":
+        points = points.t().contiguous().t()
+    for each in (edges, uneven):
+        for clamp in (False, True):
+            expected = torch.from_numpy(reference_nd(points, each, clamp=clamp)).long()
+            oor = "clamp" if clamp else "ignore"
+            for got in with_each_thread_count(lambda: torch_dsmhist.histogramdd(points, each, out_of_range=oor)):
+                assert torch.equal(got, expected), (dtype, layout, dims, oor, each is edges)

@@ -2,11 +2,14 @@
 // Over near-uniform edges each coordinate's bin is looked for first where equal-width edges would put it, checked
 // against the edges, the binary search the fallback (edge_bin_guessed); over other edges, the search is narrowed by a
 // table over a uniform grid of the edge range to the edges of the value's own cell, as the CUDA kernels narrow it.
+// Over edges of equal width (torch's linspace: the drop-ins' int bins) a contiguous 1-D run, and points whose every
+// dim is such, take the equal-width arithmetic first, exact where its fraction clears the edges' slack.
 #include "edges_cpu.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -65,13 +68,48 @@ double equal_width_slack(const E* edges, int64_t count) {
          8.0 * DBL_EPSILON * (std::fabs(first) + std::fabs(last)) / width;
 }
 
+// A dim's facts for the equal-width guess: t = (x - first) * bins_per_unit, and the slack its fraction must clear.
+template <typename E>
+struct EqualWidthDim {
+  E first, bins_per_unit, bins, slack, high;  // high: 1 - slack
+};
+
+// Where the arithmetic does not settle a value's bin; its place is then taken by the guessed search.
+constexpr int32_t kRetry = std::numeric_limits<int32_t>::min();
+
+// x's bin, floor(t), where t's fraction is clear of the slack (so x lies strictly between edges floor(t) and
+// floor(t) + 1), else kRetry: arithmetic only, no load beside x's.
+template <typename E>
+inline int32_t equal_width_guess(E x, const EqualWidthDim<E>& d) {
+  const E t = (x - d.first) * d.bins_per_unit;
+  const E inside = t >= E(0) && t < d.bins ? t : E(-1);  // NaN and every t out of range: -1 (no undefined cast)
+  const int32_t guess = static_cast<int32_t>(inside);
+  const E frac = inside - static_cast<E>(guess);
+  return guess >= 0 && frac > d.slack && frac < d.high ? guess : kRetry;
+}
+
+// Points [0, n) a block at a time: first every result by arithmetic (`guess(i)`, kRetry where it does not settle),
+// then the others by `search(i)`, while the block is in cache.
+template <typename Guess, typename Search>
+void guess_then_search(int64_t n, int32_t* out, Guess&& guess, Search&& search) {
+  constexpr int64_t kBlock = 2048;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t stop = std::min(n, start + kBlock);
+    for (int64_t i = start; i < stop; ++i) out[i] = guess(i);
+    for (int64_t i = start; i < stop; ++i) {
+      if (out[i] == kRetry) out[i] = search(i);
+    }
+  }
+}
+
 // A contiguous run of values' bins over edges of equal width within `slack` (under half a bin), a block at a time:
-// first every value's floor(t) where its fraction is clear of the slack, else kRetry (arithmetic only, no load beside
-// the value's), then the others by edge_bin_guessed, while the block is in cache.
+// first every value's floor(t) where its fraction is clear of the slack, else kRetry, then the others by
+// edge_bin_guessed, while the block is in cache. The arithmetic is equal_width_guess's, written out: the same loop
+// through guess_then_search and equal_width_guess measured 16-25% slower (2-core EPYC, 2^22 float32 over 1001
+// linspace edges, 1 and 2 threads; perf log 2026-11-27).
 template <typename T, typename E>
 void equal_width_bins(const T* values, int64_t n, const E* edges, int64_t count, E bins_per_unit, E slack,
                       OutOfRange out_of_range, int32_t* out) {
-  constexpr int32_t kRetry = std::numeric_limits<int32_t>::min();
   constexpr int64_t kBlock = 2048;
   const E first = edges[0], bins = static_cast<E>(count - 1), high = E(1) - slack;
   for (int64_t start = 0; start < n; start += kBlock) {
@@ -101,8 +139,9 @@ void edge_bins_typed(const EdgeBinParams& p) {
   // near-uniform ones): then it is within one bin of every value's (the guess is monotone), and the guessed search
   // checks at most three bins. Other edges (random, quantiles of skewed data) take the binary search at once.
   E bins_per_unit[kMaxEdgeDims];
-  E slack[kMaxEdgeDims];  // equal_width_slack, where the guess is taken (else unused)
+  EqualWidthDim<E> equal_width[kMaxEdgeDims];  // where the guess is taken (else unused)
   bool guess[kMaxEdgeDims];
+  bool arithmetic_first = true;  // every dim's guess settles most values by arithmetic alone (slack under half a bin)
   CellTable<E> tables[kMaxEdgeDims];
   for (int32_t d = 0; d < p.dims; ++d) {
     const E* dim_edges = edges + p.edge_offset[d];
@@ -117,7 +156,9 @@ void edge_bins_typed(const EdgeBinParams& p) {
     if (!guess[d]) tables[d].build(dim_edges, count);
     // Rounded up to E (a larger slack only sends more values to the search).
     const double dim_slack = guess[d] ? equal_width_slack(dim_edges, count) : 1.0;
-    slack[d] = std::nextafter(static_cast<E>(dim_slack), std::numeric_limits<E>::infinity());
+    const E slack = std::nextafter(static_cast<E>(dim_slack), std::numeric_limits<E>::infinity());
+    equal_width[d] = {dim_edges[0], bins_per_unit[d], static_cast<E>(count - 1), slack, E(1) - slack};
+    arithmetic_first = arithmetic_first && guess[d] && slack < E(0.5);
   }
   // Per-row edges (each coordinate's own bin, a row of out per dim) and the 1-D ops (one dim: the flat bin is the
   // bin): a loop per dim with its facts in locals, since a store through out may alias p's fields.
@@ -132,8 +173,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const OutOfRange out_of_range = p.out_of_range;
         const CellTable<E>& table = tables[d];
         int32_t* out = p.out + d * p.out_dim_stride;
-        if (guessed && stride == 1 && slack[d] < E(0.5)) {
-          equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, slack[d], out_of_range,
+        if (guessed && stride == 1 && equal_width[d].slack < E(0.5)) {
+          equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, equal_width[d].slack, out_of_range,
                            out + begin);
           continue;
         }
@@ -147,24 +188,44 @@ void edge_bins_typed(const EdgeBinParams& p) {
     });
     return;
   }
-  at::parallel_for(0, p.points, kMinPointsPerTask, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T* point = input + (p.first_point + i) * p.point_stride;
-      int64_t flat = 0;
-      for (int32_t d = 0; d < p.dims; ++d) {
-        const E x = static_cast<E>(to_compute(point[d * p.dim_stride]));
-        const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
-        const E* dim_edges = edges + p.edge_offset[d];
-        const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.out_of_range)
-                                     : tables[d].bin(x, dim_edges, count, p.out_of_range);
-        if (bin < 0) {
-          flat = kDroppedPoint;
-          break;
-        }
-        flat += bin * p.flat_stride[d];
-      }
-      p.out[i] = static_cast<int32_t>(flat);
+  const auto search = [&](int64_t i) {
+    const T* point = input + (p.first_point + i) * p.point_stride;
+    int64_t flat = 0;
+    for (int32_t d = 0; d < p.dims; ++d) {
+      const E x = static_cast<E>(to_compute(point[d * p.dim_stride]));
+      const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
+      const E* dim_edges = edges + p.edge_offset[d];
+      const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.out_of_range)
+                                   : tables[d].bin(x, dim_edges, count, p.out_of_range);
+      if (bin < 0) return kDroppedPoint;
+      flat += bin * p.flat_stride[d];
     }
+    return static_cast<int32_t>(flat);
+  };
+  // Equal-width dims (the drop-ins' int bins): a point's flat bin by arithmetic where every coordinate's fraction
+  // is clear of its dim's slack; the facts in locals, since a store through out may alias p's fields.
+  std::array<int64_t, kMaxEdgeDims> flat_stride;
+  std::copy(p.flat_stride, p.flat_stride + kMaxEdgeDims, flat_stride.begin());
+  const auto guess_point = [input, first = p.first_point, point_stride = p.point_stride, dim_stride = p.dim_stride,
+                            dims = p.dims, &equal_width, &flat_stride](int64_t i) {
+    const T* point = input + (first + i) * point_stride;
+    int64_t flat = 0;
+    bool settled = true;
+    for (int32_t d = 0; d < dims; ++d) {
+      const int32_t bin = equal_width_guess(static_cast<E>(to_compute(point[d * dim_stride])), equal_width[d]);
+      settled = settled && bin != kRetry;
+      flat += int64_t(bin == kRetry ? 0 : bin) * flat_stride[d];
+    }
+    return settled ? static_cast<int32_t>(flat) : kRetry;
+  };
+  at::parallel_for(0, p.points, kMinPointsPerTask, [&](int64_t begin, int64_t end) {
+    if (arithmetic_first) {
+      guess_then_search(
+          end - begin, p.out + begin, [&](int64_t i) { return guess_point(begin + i); },
+          [&](int64_t i) { return search(begin + i); });
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) p.out[i] = search(i);
   });
 }
 
