@@ -124,6 +124,21 @@ def test_every_relative_link_reaches_a_file_and_heading(path):
     assert not broken, "\n".join(broken)
 
 
+def test_every_perf_log_entry_is_in_the_index():
+    """docs/perf-log/README.md lists every entry ("Every entry, in the order written"): each `## ` heading of a log
+    file has a row linking to it."""
+    folder = REPOSITORY / "docs" / "perf-log"
+    index = {target for _, target in relative_links(folder / "README.md")}
+    missing = []
+    for log in sorted(folder.glob("20*.md")):
+        for line in log.read_text().splitlines():
+            if line.startswith("## "):
+                slug = re.sub(r"[^\w\- ]", "", line[3:].strip().lower()).replace(" ", "-")
+                if f"{log.name}#{slug}" not in index:
+                    missing.append(f"{log.name}: {line}")
+    assert not missing, "perf-log entries missing from docs/perf-log/README.md:\n" + "\n".join(missing)
+
+
 def test_the_link_checker_sees_links_and_headings(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
