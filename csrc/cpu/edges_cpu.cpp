@@ -29,6 +29,7 @@ constexpr int64_t kMaxCells = int64_t(1) << 16;
 template <typename E>
 struct CellTable {
   std::vector<int32_t> below;
+  std::vector<E> padded;  // the edges, then two NaNs: every comparison with a NaN is false
   E cells_per_unit = E(0);
   int32_t cells = 1;
 
@@ -39,11 +40,21 @@ struct CellTable {
     // Sorted edges (the op checked) have non-decreasing cells: count each cell's edges, then sum the cells below.
     for (int64_t i = 0; i < count; ++i) ++below[edge_cell(edges[i], edges[0], cells_per_unit, cells) + 1];
     for (int32_t c = 1; c <= cells; ++c) below[c] += below[c - 1];
+    padded.assign(edges, edges + count);
+    padded.resize(static_cast<size_t>(count) + 2, std::numeric_limits<E>::quiet_NaN());
   }
 
+  // A cell of at most two edges (most of them, at two cells a bin) takes its upper bound from two comparisons, with no
+  // branch on how many edges it holds: an edge past the cell is in a higher cell, so above x (edge_cell is monotone),
+  // or a NaN pad, and compares false as x's own cell's edges above x do.
   int64_t bin(E x, const E* edges, int64_t count, OutOfRange out_of_range) const {
-    const int32_t c = edge_cell(x, edges[0], cells_per_unit, cells);
-    return edge_bin(x, edges, count, int64_t{below[c]}, int64_t{below[c + 1]}, out_of_range);
+    const E first = padded[0], last = padded[count - 1];
+    if (!(x >= first && x <= last)) return edge_bin(x, edges, count, int64_t{0}, count, out_of_range);
+    const int32_t c = edge_cell(x, first, cells_per_unit, cells);
+    const int64_t lo = below[c], hi = below[c + 1];
+    const int64_t above = hi - lo <= 2 ? lo + int64_t(x >= padded[lo]) + int64_t(x >= padded[lo + 1])
+                                       : upper_bound_between<E, int64_t>(edges, lo, hi, x);
+    return edge_bin_of_upper_bound<E, int64_t>(above, x, last, count, out_of_range);
   }
 };
 
