@@ -284,11 +284,11 @@ def reference_range(x: torch.Tensor):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
 def test_equal_width_edges_on_and_beside_every_edge(dtype, layout, gen):
-    """histogram_edges over equal-width edges (torch.linspace's, as the drop-ins' int bins make them): a contiguous
-    run takes each value's equal-width position where its fraction clears the edges' slack (edges_cpu.cpp,
-    equal_width_bins), the search elsewhere. Values on every edge and one step to each side, NaN, +-inf and past either
-    end, dropped and clamped, at every thread count: numpy's searchsorted bins. float16 edges stray up to a quarter bin
-    from equal width (a wide slack, many values searched)."""
+    """histogram_edges over equal-width edges (torch.linspace's, as the drop-ins' int bins make them): a run,
+    contiguous or strided, takes each value's equal-width position where its fraction clears the edges' slack
+    (edges_cpu.cpp, equal_width_bins, equal_width_guess), the search elsewhere. Values on every edge and one step to
+    each side, NaN, +-inf and past either end, dropped and clamped, at every thread count: numpy's searchsorted bins.
+    float16 edges stray up to a quarter bin from equal width (a wide slack, many values searched)."""
     for bins, lo, hi in ((1000, -4.0, 4.0), (37, 0.1, 7.3), (1, -1.0, 1.0)):
         edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64).to(dtype)
         x = values_on_and_beside_edges(edges, 70_001, gen)

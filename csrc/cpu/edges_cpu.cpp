@@ -184,17 +184,27 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const OutOfRange out_of_range = p.out_of_range;
         const CellTable<E>& table = tables[d];
         int32_t* out = p.out + d * p.out_dim_stride;
-        if (guessed && stride == 1 && equal_width[d].slack < E(0.5)) {
-          equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, equal_width[d].slack, out_of_range,
-                           out + begin);
-          continue;
-        }
-        for (int64_t i = begin; i < end; ++i) {
+        const auto search = [&](int64_t i) {
           const E x = static_cast<E>(to_compute(values[i * stride]));
           const int64_t bin = guessed ? edge_bin_guessed(x, dim_edges, count, per_unit, out_of_range)
                                       : table.bin(x, dim_edges, count, out_of_range);
-          out[i] = bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
+          return bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
+        };
+        if (guessed && equal_width[d].slack < E(0.5)) {  // equal-width edges: arithmetic first
+          if (stride == 1) {
+            equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, equal_width[d].slack,
+                             out_of_range, out + begin);
+          } else {  // a strided run (a column of points, a transposed row)
+            guess_then_search(
+                end - begin, out + begin,
+                [values, stride, begin, dim = equal_width[d]](int64_t i) {
+                  return equal_width_guess(static_cast<E>(to_compute(values[(begin + i) * stride])), dim);
+                },
+                [&](int64_t i) { return search(begin + i); });
+          }
+          continue;
         }
+        for (int64_t i = begin; i < end; ++i) out[i] = search(i);
       }
     });
     return;
