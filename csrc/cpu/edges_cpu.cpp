@@ -2,8 +2,8 @@
 // Over near-uniform edges each coordinate's bin is looked for first where equal-width edges would put it, checked
 // against the edges, the binary search the fallback (edge_bin_guessed); over other edges, the search is narrowed by a
 // table over a uniform grid of the edge range to the edges of the value's own cell, as the CUDA kernels narrow it.
-// Over edges of equal width (torch's linspace: the drop-ins' int bins) a contiguous 1-D run, and points whose every
-// dim is such, take the equal-width arithmetic first, exact where its fraction clears the edges' slack.
+// Over edges of equal width (torch's linspace: the drop-ins' int bins) a 1-D run (contiguous or strided), and points
+// whose every dim is such, take the equal-width arithmetic first, exact where its fraction clears the edges' slack.
 #include "edges_cpu.h"
 
 #include <ATen/Parallel.h>
@@ -152,7 +152,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
   E bins_per_unit[kMaxEdgeDims];
   EqualWidthDim<E> equal_width[kMaxEdgeDims];  // where the guess is taken (else unused)
   bool guess[kMaxEdgeDims];
-  bool arithmetic_first = true;  // every dim's guess settles most values by arithmetic alone (slack under half a bin)
+  bool arithmetic[kMaxEdgeDims];  // the guess settles most of the dim's values by arithmetic alone (slack under half)
+  bool arithmetic_first = true;   // every dim's does
   CellTable<E> tables[kMaxEdgeDims];
   for (int32_t d = 0; d < p.dims; ++d) {
     const E* dim_edges = edges + p.edge_offset[d];
@@ -169,7 +170,8 @@ void edge_bins_typed(const EdgeBinParams& p) {
     const double dim_slack = guess[d] ? equal_width_slack(dim_edges, count) : 1.0;
     const E slack = std::nextafter(static_cast<E>(dim_slack), std::numeric_limits<E>::infinity());
     equal_width[d] = {dim_edges[0], bins_per_unit[d], static_cast<E>(count - 1), slack, E(1) - slack};
-    arithmetic_first = arithmetic_first && guess[d] && slack < E(0.5);
+    arithmetic[d] = guess[d] && slack < E(0.5);
+    arithmetic_first = arithmetic_first && arithmetic[d];
   }
   // Per-row edges (each coordinate's own bin, a row of out per dim) and the 1-D ops (one dim: the flat bin is the
   // bin): a loop per dim with its facts in locals, since a store through out may alias p's fields.
@@ -190,7 +192,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
                                       : table.bin(x, dim_edges, count, out_of_range);
           return bin < 0 ? kDroppedPoint : static_cast<int32_t>(bin);
         };
-        if (guessed && equal_width[d].slack < E(0.5)) {  // equal-width edges: arithmetic first
+        if (arithmetic[d]) {  // equal-width edges: arithmetic first
           if (stride == 1) {
             equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, equal_width[d].slack,
                              out_of_range, out + begin);
