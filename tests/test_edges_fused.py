@@ -109,6 +109,34 @@ def test_fused_counts_match_two_stages_and_numpy(label, shape, mode, kind, gen):
     assert_fused_equals_two_stages_and_numpy(points_for(kind, n, edges, gen), edges, (label, kind))
 
 
+@pytest.mark.parametrize("label, shape, mode", SHAPES, ids=[s[0] for s in SHAPES])
+def test_unsorted_edges_count_inside_the_output(label, shape, mode, gen):
+    """Unsorted edges are not checked on CUDA (that would synchronise): their counts are unspecified, but every
+    point stays inside the output. Clamped, each point without NaN lands in exactly one bin; dropped, at most one,
+    whatever the edges' order, for points on each dim's last edge (not its largest) too. In every mode."""
+    n = 100_003
+    edges = [torch.rand(b + 1, generator=gen) * 6 - 3 for b in shape]
+    for e in edges:
+        e[len(e) // 2] = e[0]  # a repeated edge as well
+    pts = points_for("uniform", n, edges, gen)
+    pts[::11] = torch.stack([e[-1] for e in edges])
+    pts[5::17, -1] = float("inf")
+    pts[6::17, 0] = -float("inf")
+    cuda_edges = [e.cuda() for e in edges]
+    whole = int((~pts.isnan().any(1)).sum())
+    for out_of_range in ("ignore", "clamp"):
+        if len(shape) == 1:
+            out = torch_dsmhist.histogram_edges(pts[:, 0].cuda(), cuda_edges[0], out_of_range=out_of_range)
+        else:
+            out = torch_dsmhist.histogramdd(pts.cuda(), cuda_edges, out_of_range=out_of_range)
+        assert out.shape == shape and bool((out >= 0).all())
+        total = int(out.sum())
+        if out_of_range == "clamp":
+            assert total == whole, (label, total, whole)
+        else:
+            assert total <= whole, (label, total, whole)
+
+
 @pytest.mark.parametrize("weight_dtype", [torch.float16, torch.float32, torch.float64])
 @pytest.mark.parametrize("label, shape, mode", SHAPES[1:], ids=[s[0] for s in SHAPES[1:]])
 def test_fused_weighted_sums(label, shape, mode, weight_dtype, gen):

@@ -257,6 +257,21 @@ def edges_cases(gen: torch.Generator):
     rows = torch.randint(0, 2, (1 << 23,), generator=gen) * 128
     swept = torch.stack([centres[0][rows], centres[1][torch.zeros_like(rows)]], 1)
     yield cpu_checked_case("auto histogramdd 256x256 packed, swept", torch_dsmhist.histogramdd, swept, grid256)
+    # Unsorted edges (CUDA does not check them: that would synchronise) give unspecified counts but must never write
+    # outside the output, in any mode; counts are deterministic, so the reference is the same call.
+    for shape in ((1000,), (400, 400), (1024, 1024)):
+        shuffled = [torch.rand(b + 1, generator=gen) * 2 - 1 for b in shape]
+        unsorted_points = points[:, : len(shape)].clone()
+        unsorted_points[::13, 0] = shuffled[0][-1]  # the last edge, which is not the largest one
+        for out_of_range in ("ignore", "clamp"):
+            if len(shape) == 1:
+                op, args = torch_dsmhist.histogram_edges, (unsorted_points[:, 0], shuffled[0])
+            else:
+                op, args = torch_dsmhist.histogramdd, (unsorted_points, shuffled)
+            call = functools.partial(op, *on_device(args, "cuda"), out_of_range=out_of_range)
+            label = "x".join(map(str, shape))
+            reference = functools.partial(lambda c: c().cpu(), call)
+            yield f"auto {op.__name__} unsorted edges {label} {out_of_range}", "auto", None, call, reference
 
 
 def moe_cases(gen: torch.Generator):

@@ -93,7 +93,12 @@ template <typename E, typename I>
 DSMHIST_HD I edge_bin_of_upper_bound(I above, E x, E last, I count, OutOfRange out_of_range) {
   const I bin = above - 1, top = count - 2;
   if (out_of_range == OutOfRange::kClamp) return x != x ? I(-1) : (bin < 0 ? I(0) : (bin > top ? top : bin));
-  return bin <= top ? bin : (x == last ? top : I(-1));
+  // x == last has every edge at or below it (above == count with sorted edges): one bin down, the closed last bin.
+  // One unsigned compare keeps [0, top] and drops the rest (-2 only from unsorted edges), with no branch: the fused
+  // CUDA kernel pays for each instruction here once a value.
+  using U = typename std::make_unsigned<I>::type;
+  const I kept = bin - I(x == last);
+  return static_cast<U>(kept) <= static_cast<U>(top) ? kept : I(-1);
 }
 
 // x's bin among `count` edges (count - 1 bins; count >= 2): bin i is [e_i, e_{i+1}), the last bin closed. Outside

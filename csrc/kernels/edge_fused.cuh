@@ -28,15 +28,20 @@ constexpr int32_t kSaturatedCellEdges = 255;
 // What binning one dim needs, kept in registers by each thread where the dims are known at compile time.
 template <typename E>
 struct DimFacts {
-  E first, last, cells_per_unit, top_cell;  // top_cell: cells - 1, as E
+  // The dim's cells as indices of the block's table, in E: first_cell = table_begin, top_cell = table_begin + cells -
+  // 1, cell_offset = table_begin - first_edge * cells_per_unit.
+  E cell_offset, last, cells_per_unit, first_cell, top_cell;
   int32_t cells, edge_begin, edge_count, table_begin, flat_stride;
 };
 
-// The fused path's cell of x: edge_cell's grid, clamped by min / max (one instruction each, no branch). Monotone in x
-// (NaN goes to cell 0, and a NaN x is dropped before its cell matters), which is all the table needs to be exact.
+// Where x's cell's entry lies in the block's table (the dim's table_begin plus its cell): edge_cell's grid as one
+// fused multiply-add (x * cells_per_unit + cell_offset), clamped by max / min (one instruction each, no branch), so a
+// lookup adds nothing to it. Monotone in x (an fma with a positive factor is, and NaN goes to the first cell, where a
+// NaN x is dropped before its cell matters), which is all the table needs to be exact: the table is built from the
+// edges' cells by this same function.
 template <typename E>
 __device__ __forceinline__ int32_t fused_cell(E x, const DimFacts<E>& d) {
-  return static_cast<int32_t>(min(max((x - d.first) * d.cells_per_unit, E(0)), d.top_cell));
+  return static_cast<int32_t>(min(max(fma(x, d.cells_per_unit, d.cell_offset), d.first_cell), d.top_cell));
 }
 
 // One cell of a dim's fused table: which edges lie in it (span: the index of its first edge, low 24 bits; how many,
@@ -52,11 +57,13 @@ struct alignas(kEdges == 1 ? 2 * sizeof(E) : 16) CellEntry {
   E edge[kEdges];
 };
 
-// Builds one dim's fused table (cells entries), by the whole block.
+// Builds one dim's fused table (its cells' entries, from `entries` = the block's table + table_begin), by the whole
+// block.
 template <typename E, int kEdges>
 __device__ void build_cell_entries(const E* edges, const DimFacts<E>& d, CellEntry<E, kEdges>* entries) {
   const auto below = [&](int32_t c) {
-    return edges_below_cell<E, int32_t>(edges, d.edge_count, c, [&](E edge) { return fused_cell(edge, d); });
+    return edges_below_cell<E, int32_t>(edges, d.edge_count, c + d.table_begin,
+                                        [&](E edge) { return fused_cell(edge, d); });
   };
   for (int32_t c = threadIdx.x; c < d.cells; c += blockDim.x) {
     const int32_t first = below(c);
@@ -99,7 +106,7 @@ __device__ __forceinline__ void add_to_output(const EdgeCountParams& c, int64_t 
 template <typename E, int kEdges>
 __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* edges,
                                                  const CellEntry<E, kEdges>* entries, OutOfRange out_of_range, E x) {
-  const CellEntry<E, kEdges> entry = entries[d.table_begin + fused_cell(x, d)];
+  const CellEntry<E, kEdges> entry = entries[fused_cell(x, d)];
   const int32_t lo = static_cast<int32_t>(entry.span & 0xffffffu);
   const int32_t in_cell = static_cast<int32_t>(entry.span >> 24);
   int32_t above = lo;  // the first edge above x (upper bound), over all the dim's edges
@@ -121,6 +128,9 @@ struct FusedCounter {
                 "packed counts are shared-memory counts");
   static constexpr int kX = kDims > 0 ? kDims : 1;
   static constexpr bool kBlockRounds = kPacked;
+  // Whether add() needs every lane of the warp (kGlobal's counts aggregate a warp's adds), so that lanes with no point
+  // must still call it.
+  static constexpr bool kWarpAdds = kMode == FusedMode::kGlobal && std::is_same<Acc, uint32_t>::value;
   const EdgeBinParams& p;
   const EdgeCountParams& c;
   const DimFacts<E>* facts;  // shared
@@ -146,7 +156,8 @@ struct FusedCounter {
       const E value = kDims > 0 ? x[d] : static_cast<E>(to_compute(point[d * p.dim_stride]));
       const int32_t bin = fused_dim_bin<E, kEdges>(facts_d, edges, table, p.out_of_range, value);
       if (bin < 0) return kDroppedPoint;
-      flat += bin * facts_d.flat_stride;
+      // Row-major: the last dim's stride is 1, which a compile-time dim count saves a multiply a point on.
+      flat += kDims > 0 && d == kDims - 1 ? bin : bin * facts_d.flat_stride;
       if constexpr (kMode == FusedMode::kOwned) {
         if (flat >= hi || flat + facts_d.flat_stride <= lo) return kDroppedPoint;
       }
@@ -154,10 +165,11 @@ struct FusedCounter {
     return flat;
   }
 
-  // Adds point i (its flat bin; kDroppedPoint adds nothing). Every lane of the warp calls it together.
+  // Adds point i (its flat bin; kDroppedPoint adds nothing). Where kWarpAdds, every lane of the warp calls it
+  // together.
   __device__ __forceinline__ void add(int32_t flat, int64_t i) const {
     constexpr bool kCounts = std::is_same<Acc, uint32_t>::value;
-    if constexpr (kMode == FusedMode::kGlobal && kCounts) {
+    if constexpr (kWarpAdds) {
       // One add per distinct bin of the warp: a hot bin costs one atomic a warp, not 32.
       const unsigned int peers = __match_any_sync(0xffffffffu, flat);
       if (flat >= 0 && lane == __ffs(peers) - 1) add_to_output<Acc>(c, flat, __popc(peers));
@@ -290,11 +302,14 @@ __device__ __forceinline__ void count_points(const EdgeBinParams& p, const Fused
       const int64_t round_lead = Counter::kBlockRounds ? int64_t(threadIdx.x) - lane : 0;
       for (int64_t first = warp_first - round_lead; first < quads; first += grid_threads) {
         const int64_t q = first + round_lead + lane;
-        E x[kPoints][kDims];
-        if (q < quads) load_point_vectors<T, kDims, kPoints>(input + q * kPoints * kDims, x);
+        // One test for the four points: a lane past the end adds nothing, unless add() needs the whole warp.
+        if (Counter::kWarpAdds || q < quads) {
+          E x[kPoints][kDims];
+          if (q < quads) load_point_vectors<T, kDims, kPoints>(input + q * kPoints * kDims, x);
 #pragma unroll
-        for (int k = 0; k < kPoints; ++k) {
-          counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
+          for (int k = 0; k < kPoints; ++k) {
+            counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
+          }
         }
         after_round();
       }

@@ -127,14 +127,16 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   if (threadIdx.x < p.dims) {
     const int d = threadIdx.x;
     DimFacts<E> facts_d;
-    facts_d.first = global_edges[p.edge_offset[d]];
+    const E first = global_edges[p.edge_offset[d]];
     facts_d.last = global_edges[p.edge_offset[d + 1] - 1];
     facts_d.cells = shape.cells[d];
-    facts_d.cells_per_unit = static_cast<E>(shape.cells[d]) / (facts_d.last - facts_d.first);
-    facts_d.top_cell = static_cast<E>(shape.cells[d] - 1);
+    facts_d.cells_per_unit = static_cast<E>(shape.cells[d]) / (facts_d.last - first);
+    facts_d.table_begin = shape.table_offset[d];
+    facts_d.first_cell = static_cast<E>(facts_d.table_begin);  // exact: tables hold far fewer than 2^24 entries
+    facts_d.top_cell = static_cast<E>(facts_d.table_begin + shape.cells[d] - 1);
+    facts_d.cell_offset = facts_d.first_cell - first * facts_d.cells_per_unit;
     facts_d.edge_begin = static_cast<int32_t>(p.edge_offset[d]);
     facts_d.edge_count = static_cast<int32_t>(p.edge_offset[d + 1] - p.edge_offset[d]);
-    facts_d.table_begin = shape.table_offset[d];
     facts_d.flat_stride = static_cast<int32_t>(p.flat_stride[d]);
     facts[d] = facts_d;
   }
