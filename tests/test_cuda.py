@@ -360,6 +360,48 @@ def test_weighted_sums_of_runs_of_one_bin_every_tier(distribution, bins, gen):
                     assert torch.equal(hist.cpu().double(), 1 + expected["aligned"]), f"{where}, histogram_add_"
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])
+def test_weighted_sums_by_value_in_tier_shared(dtype, out_of_range, gen):
+    """Tier shared's by-value bodies (sums of integer input binned by value, each value's bin a compare instead of the
+    Binner's): every integer dtype, values below 0 and past the bins dropped or clamped, float32, float64 and
+    deterministic sums, aligned, misaligned, strided, batched and histogram_add_; integer weights, so every sum is
+    exact against the float64 reference."""
+    bins = 100 if dtype in (torch.uint8, torch.int8) else 3001
+    n = 200_003
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    local = torch.Generator().manual_seed(seed)
+    lowest = 0 if dtype == torch.uint8 else -5
+    x = torch.randint(lowest, bins + 5, (n,), generator=local).to(dtype)
+    x[:1000] = bins - 1  # a run of the last bin, which the clamped values join
+    integers, scaled = exact_weights(n, local)
+    rows = x[: 4 * 50_000].view(4, 50_000)
+    for kind in SUM_KINDS:
+        w = sum_weights(kind, integers, scaled)
+        where = f"{dtype}, {out_of_range}, {kind}, seed {seed}"
+        with deterministic_algorithms(kind == "deterministic"), torch_dsmhist.force_tier("shared"):
+            for layout, part in (
+                ("aligned", slice(None)),
+                ("misaligned", slice(3, None)),
+                ("strided", slice(1, None, 3)),
+            ):
+                got = torch_dsmhist.histogram(x[part].cuda(), bins, weight=w[part].cuda(), out_of_range=out_of_range)
+                expected = reference_histogram(x[part], bins, weight=w[part], out_of_range=out_of_range)
+                assert torch.equal(got.cpu().double(), expected.double()), f"{where}, {layout}"
+            got = torch_dsmhist.batched_histogram(
+                rows.cuda(), bins, weight=w[: rows.numel()].view(4, -1).cuda(), out_of_range=out_of_range
+            )
+            for r in range(4):
+                expected = reference_histogram(
+                    rows[r], bins, weight=w[r * 50_000 : (r + 1) * 50_000], out_of_range=out_of_range
+                )
+                assert torch.equal(got[r].cpu().double(), expected.double()), f"{where}, batched row {r}"
+            hist = torch.ones(bins, dtype=w.dtype, device="cuda")
+            torch_dsmhist.histogram_add_(hist, x.cuda(), weight=w.cuda(), out_of_range=out_of_range)
+            expected = 1 + reference_histogram(x, bins, weight=w, out_of_range=out_of_range).double()
+            assert torch.equal(hist.cpu().double(), expected), f"{where}, histogram_add_"
+
+
 @pytest.mark.parametrize("bins", [1000, 65539, 1048579])
 def test_weighted_sums_of_hot_bins_in_the_global_tier_cache(bins, gen):
     """Tier global sums a block's hot bins in its shared-memory cache (HotBinCache: one slot per bin mod 2048, claimed
