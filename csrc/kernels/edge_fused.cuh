@@ -103,9 +103,9 @@ __device__ __forceinline__ void add_to_output(const EdgeCountParams& c, int64_t 
 // x's bin in one dim (-1: dropped): edge_bin's answer (common/edge_binning.h) from the dim's facts, its shared edges
 // and its cell table. A cell of at most kEdges edges needs the one load of its entry; in a fuller cell, a value at or
 // past the entry's last edge searches the rest of the cell.
-template <typename E, int kEdges>
+template <typename E, int kEdges, OutOfRange kRule>
 __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* edges,
-                                                 const CellEntry<E, kEdges>* entries, OutOfRange out_of_range, E x) {
+                                                 const CellEntry<E, kEdges>* entries, E x) {
   const CellEntry<E, kEdges> entry = entries[fused_cell(x, d)];
   const int32_t lo = static_cast<int32_t>(entry.span & 0xffffffu);
   const int32_t in_cell = static_cast<int32_t>(entry.span >> 24);
@@ -116,13 +116,14 @@ __device__ __forceinline__ int32_t fused_dim_bin(const DimFacts<E>& d, const E* 
     const int32_t hi = in_cell == kSaturatedCellEdges ? d.edge_count : lo + in_cell;
     above = upper_bound_between<E, int32_t>(edges + d.edge_begin, lo + kEdges, hi, x);
   }
-  return edge_bin_of_upper_bound<E, int32_t>(above, x, d.last, d.edge_count, out_of_range);
+  return edge_bin_of_upper_bound<E, int32_t>(above, x, d.last, d.edge_count, kRule);
 }
 
 // The fused kernel's per-block state: the staged edges and tables, where its adds go, and what it counts. kPacked:
 // counts two to a 32-bit word (PackedBins), which every thread of the block sweeps together between rounds
-// (kBlockRounds) so that no half wraps.
-template <typename E, typename Acc, int kDims, FusedMode kMode, int kEdges, bool kPacked = false>
+// (kBlockRounds) so that no half wraps. kRule: the call's out_of_range, fixed for the loop (the kernel branches on it
+// once, not once a value).
+template <typename E, typename Acc, int kDims, FusedMode kMode, int kEdges, bool kPacked, OutOfRange kRule>
 struct FusedCounter {
   static_assert(!kPacked || (std::is_same<Acc, uint32_t>::value && kMode != FusedMode::kGlobal),
                 "packed counts are shared-memory counts");
@@ -154,7 +155,7 @@ struct FusedCounter {
     for (int d = 0; d < dims; ++d) {
       const DimFacts<E>& facts_d = kDims > 0 ? kept[d] : facts[d];
       const E value = kDims > 0 ? x[d] : static_cast<E>(to_compute(point[d * p.dim_stride]));
-      const int32_t bin = fused_dim_bin<E, kEdges>(facts_d, edges, table, p.out_of_range, value);
+      const int32_t bin = fused_dim_bin<E, kEdges, kRule>(facts_d, edges, table, value);
       if (bin < 0) return kDroppedPoint;
       // Row-major: the last dim's stride is 1, which a compile-time dim count saves a multiply a point on.
       flat += kDims > 0 && d == kDims - 1 ? bin : bin * facts_d.flat_stride;
@@ -259,11 +260,11 @@ struct FusedShape {
 
 // The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
 // bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
-template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked = false>
-__device__ __forceinline__ FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kPacked> block_counter(
+template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked, OutOfRange kRule>
+__device__ __forceinline__ FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kPacked, kRule> block_counter(
     const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f, const DimFacts<edge_t<T>>* facts,
     const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
-  FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kPacked> counter{
+  FusedCounter<edge_t<T>, Acc, kDims, kMode, kEdges, kPacked, kRule> counter{
       p, c, facts, {}, edges, table, nullptr, 0, INT32_MAX, static_cast<int>(threadIdx.x % 32)};
   if constexpr (kDims > 0) {
 #pragma unroll

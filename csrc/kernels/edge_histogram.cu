@@ -52,12 +52,13 @@ __device__ __forceinline__ void flush_bins(const EdgeCountParams& c, const Fused
 // Batched rows (p.rows > 1, bins in shared memory): block b counts a contiguous share of the rows' points, taken row
 // by row: each row's part into its bins, flushed into that row of the output before the next row's part. A row split
 // between blocks is added by each (atomically).
-template <typename T, typename Acc, int kDims, int kEdges>
+template <typename T, typename Acc, int kDims, int kEdges, OutOfRange kRule>
 __device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, const EdgeCountParams& c,
                                                      const FusedShape& f, const DimFacts<edge_t<T>>* facts,
                                                      const edge_t<T>* edges, const CellEntry<edge_t<T>, kEdges>* table,
                                                      Acc* bins) {
-  auto counter = block_counter<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
+  auto counter =
+      block_counter<FusedMode::kShared, T, Acc, kDims, kEdges, false, kRule>(p, c, f, facts, edges, table, bins);
   const int64_t total = p.rows * p.points;
   const int64_t share = (total + gridDim.x - 1) / gridDim.x;
   int64_t begin = int64_t(blockIdx.x) * share < total ? int64_t(blockIdx.x) * share : total;
@@ -78,11 +79,11 @@ __device__ __forceinline__ void count_rows_and_flush(const EdgeBinParams& p, con
 
 // One block's share of a call in mode kMode: count its points, then (bins in shared memory) flush its bins. Packed
 // counts (one output row) are swept every kPackedSweepValues points a block and flushed word by word.
-template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked = false>
+template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked, OutOfRange kRule>
 __device__ __forceinline__ void count_and_flush(const EdgeBinParams& p, const EdgeCountParams& c, const FusedShape& f,
                                                 const DimFacts<edge_t<T>>* facts, const edge_t<T>* edges,
                                                 const CellEntry<edge_t<T>, kEdges>* table, Acc* bins) {
-  const auto counter = block_counter<kMode, T, Acc, kDims, kEdges, kPacked>(p, c, f, facts, edges, table, bins);
+  const auto counter = block_counter<kMode, T, Acc, kDims, kEdges, kPacked, kRule>(p, c, f, facts, edges, table, bins);
   if constexpr (kPacked) {
     constexpr int kRoundsPerSweep =
         static_cast<int>(detail::kPackedSweepValues / (kEdgeFusedThreads * kEdgePointsPerStep));
@@ -144,29 +145,39 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   for (int d = 0; d < p.dims; ++d) {
     build_cell_entries<E, kEdges>(edges + facts[d].edge_begin, facts[d], table + facts[d].table_begin);
   }
-  __syncthreads();          // no point may be binned before every table is complete
-  if constexpr (kPacked) {  // one output row, bins in shared memory
-    if (f.mode == FusedMode::kShared) {
-      count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges, true>(p, c, f, facts, edges, table, bins);
+  __syncthreads();  // no point may be binned before every table is complete
+  // The loop for the call's mode and out_of_range rule, each fixed at compile time (one branch here, not one a value).
+  const auto count = [&](auto rule) {
+    constexpr OutOfRange kRule = decltype(rule)::value;
+    if constexpr (kPacked) {  // one output row, bins in shared memory
+      if (f.mode == FusedMode::kShared) {
+        count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges, true, kRule>(p, c, f, facts, edges, table, bins);
+      } else {
+        count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges, true, kRule>(p, c, f, facts, edges, table, bins);
+      }
     } else {
-      count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges, true>(p, c, f, facts, edges, table, bins);
+      switch (f.mode) {
+        case FusedMode::kShared:
+          if (p.rows > 1) {
+            count_rows_and_flush<T, Acc, kDims, kEdges, kRule>(p, c, f, facts, edges, table, bins);
+          } else {
+            count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges, false, kRule>(p, c, f, facts, edges, table,
+                                                                                     bins);
+          }
+          break;
+        case FusedMode::kOwned:
+          count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges, false, kRule>(p, c, f, facts, edges, table, bins);
+          break;
+        default:
+          count_and_flush<FusedMode::kGlobal, T, Acc, kDims, kEdges, false, kRule>(p, c, f, facts, edges, table, bins);
+          break;
+      }
     }
+  };
+  if (p.out_of_range == OutOfRange::kClamp) {
+    count(std::integral_constant<OutOfRange, OutOfRange::kClamp>{});
   } else {
-    switch (f.mode) {
-      case FusedMode::kShared:
-        if (p.rows > 1) {
-          count_rows_and_flush<T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-        } else {
-          count_and_flush<FusedMode::kShared, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-        }
-        break;
-      case FusedMode::kOwned:
-        count_and_flush<FusedMode::kOwned, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-        break;
-      default:
-        count_and_flush<FusedMode::kGlobal, T, Acc, kDims, kEdges>(p, c, f, facts, edges, table, bins);
-        break;
-    }
+    count(std::integral_constant<OutOfRange, OutOfRange::kIgnore>{});
   }
 }
 
