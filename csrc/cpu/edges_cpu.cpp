@@ -119,10 +119,11 @@ void guess_then_search(int64_t n, int32_t* out, Guess&& guess, Search&& search) 
 // through guess_then_search and equal_width_guess measured 16-25% slower (2-core EPYC, 2^22 float32 over 1001
 // linspace edges, 1 and 2 threads; perf log 2026-11-27).
 template <typename T, typename E>
-void equal_width_bins(const T* values, int64_t n, const E* edges, int64_t count, E bins_per_unit, E slack,
+void equal_width_bins(const T* values, int64_t n, const E* edges, int64_t count, const EqualWidthDim<E>& dim,
                       OutOfRange out_of_range, int32_t* out) {
   constexpr int64_t kBlock = 2048;
-  const E first = edges[0], bins = static_cast<E>(count - 1), high = E(1) - slack;
+  // In locals: a store through out may alias dim.
+  const E first = dim.first, bins_per_unit = dim.bins_per_unit, bins = dim.bins, slack = dim.slack, high = dim.high;
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t stop = std::min(n, start + kBlock);
     for (int64_t i = start; i < stop; ++i) {
@@ -149,8 +150,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
   // Per dim, whether the equal-width guess lands within one bin of every edge's index (torch's linspace edges, and
   // near-uniform ones): then it is within one bin of every value's (the guess is monotone), and the guessed search
   // checks at most three bins. Other edges (random, quantiles of skewed data) take the binary search at once.
-  E bins_per_unit[kMaxEdgeDims];
-  EqualWidthDim<E> equal_width[kMaxEdgeDims];  // where the guess is taken (else unused)
+  EqualWidthDim<E> equal_width[kMaxEdgeDims];  // bins_per_unit always; the rest where the guess is taken
   bool guess[kMaxEdgeDims];
   bool arithmetic[kMaxEdgeDims];  // the guess settles most of the dim's values by arithmetic alone (slack under half)
   bool arithmetic_first = true;   // every dim's does
@@ -158,10 +158,10 @@ void edge_bins_typed(const EdgeBinParams& p) {
   for (int32_t d = 0; d < p.dims; ++d) {
     const E* dim_edges = edges + p.edge_offset[d];
     const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
-    bins_per_unit[d] = count >= 2 ? static_cast<E>(count - 1) / (dim_edges[count - 1] - dim_edges[0]) : E(0);
+    const E bins_per_unit = count >= 2 ? static_cast<E>(count - 1) / (dim_edges[count - 1] - dim_edges[0]) : E(0);
     guess[d] = count >= 2;
     for (int64_t i = 0; i < count && guess[d]; ++i) {
-      const E position = (dim_edges[i] - dim_edges[0]) * bins_per_unit[d];
+      const E position = (dim_edges[i] - dim_edges[0]) * bins_per_unit;
       guess[d] = position >= static_cast<E>(i - 1) && position < static_cast<E>(i + 1);
     }
     // One edge (no span) makes one cell holding it: the whole search, as it should be.
@@ -169,7 +169,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
     // Rounded up to E (a larger slack only sends more values to the search).
     const double dim_slack = guess[d] ? equal_width_slack(dim_edges, count) : 1.0;
     const E slack = std::nextafter(static_cast<E>(dim_slack), std::numeric_limits<E>::infinity());
-    equal_width[d] = {dim_edges[0], bins_per_unit[d], static_cast<E>(count - 1), slack, E(1) - slack};
+    equal_width[d] = {dim_edges[0], bins_per_unit, static_cast<E>(count - 1), slack, E(1) - slack};
     arithmetic[d] = guess[d] && slack < E(0.5);
     arithmetic_first = arithmetic_first && arithmetic[d];
   }
@@ -181,7 +181,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
         const T* values = input + p.first_point * p.point_stride + d * p.dim_stride;
         const E* dim_edges = edges + p.edge_offset[d];
         const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d], stride = p.point_stride;
-        const E per_unit = bins_per_unit[d];
+        const E per_unit = equal_width[d].bins_per_unit;
         const bool guessed = guess[d];
         const OutOfRange out_of_range = p.out_of_range;
         const CellTable<E>& table = tables[d];
@@ -194,8 +194,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
         };
         if (arithmetic[d]) {  // equal-width edges: arithmetic first
           if (stride == 1) {
-            equal_width_bins(values + begin, end - begin, dim_edges, count, per_unit, equal_width[d].slack,
-                             out_of_range, out + begin);
+            equal_width_bins(values + begin, end - begin, dim_edges, count, equal_width[d], out_of_range, out + begin);
           } else {  // a strided run (a column of points, a transposed row)
             guess_then_search(
                 end - begin, out + begin,
@@ -218,7 +217,7 @@ void edge_bins_typed(const EdgeBinParams& p) {
       const E x = static_cast<E>(to_compute(point[d * p.dim_stride]));
       const int64_t count = p.edge_offset[d + 1] - p.edge_offset[d];
       const E* dim_edges = edges + p.edge_offset[d];
-      const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, bins_per_unit[d], p.out_of_range)
+      const int64_t bin = guess[d] ? edge_bin_guessed(x, dim_edges, count, equal_width[d].bins_per_unit, p.out_of_range)
                                    : tables[d].bin(x, dim_edges, count, p.out_of_range);
       if (bin < 0) return kDroppedPoint;
       flat += bin * p.flat_stride[d];
