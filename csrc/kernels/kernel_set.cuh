@@ -17,7 +17,9 @@ KernelSet make_kernel_set() {
   KernelSet set;
 #define DSMHIST_TIER_KERNEL(e, name, unit, pick, cluster)                                      \
   set.tiers[tier_index(Tier::e)][0] = reinterpret_cast<const void*>(&unit::kernel<T, Policy>); \
-  TierKernelVariants<Tier::e, T, Policy>::add(set.tiers[tier_index(Tier::e)]);
+  TierKernelVariants<Tier::e, T, Policy>::add(set.tiers[tier_index(Tier::e)], [](auto body) {  \
+    return reinterpret_cast<const void*>(&unit::kernel<T, Policy, decltype(body)::value>);     \
+  });
   DSMHIST_FOR_EACH_TIER(DSMHIST_TIER_KERNEL)
 #undef DSMHIST_TIER_KERNEL
   set.bin_index = reinterpret_cast<const void*>(&bin_index_kernel<T>);

@@ -192,5 +192,11 @@ struct RunMerger {
   }
 };
 
+// The calls for which tier units specialise kernel bodies (TierKernelVariants): integer input, counted or summed.
+template <typename T, typename Policy>
+constexpr bool kIntegerCounts = std::is_integral<T>::value && std::is_same<Policy, CountPolicy>::value;
+template <typename T, typename Policy>
+constexpr bool kIntegerSums = std::is_integral<T>::value && !std::is_same<Policy, CountPolicy>::value;
+
 }  // namespace detail
 }  // namespace dsmhist

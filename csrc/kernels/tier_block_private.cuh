@@ -42,7 +42,6 @@ __device__ __forceinline__ void merge_byte_tallies(uint32_t* tally, uint32_t* bi
 // Binner: weighted float32 sums, 2^27 values at 4096 bins, 0.459 -> 0.421 ms (H100, 2026-11-27). Counts gain nothing
 // there (at the read floor) and keep one body.
 enum Body : int { kAnyCall = 0, kSumsByValue = 1, kSumsByValueClamped = 2 };
-static_assert(kSumsByValueClamped < kMaxTierKernels, "every body has a slot in the kernel set");
 
 // value's bin by the body's rule (-1: dropped): the Binner's for any call, value_bin's in the by-value bodies (bins
 // below 2^31 here: one block's shared memory holds them).
@@ -160,26 +159,6 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p,
   }
 }
 
-}  // namespace block_private_tier
-
-// The by-value bodies exist for integer input and sums only.
-template <typename T, typename Policy>
-struct TierKernelVariants<Tier::kShared, T, Policy> {
-  template <int kBody>
-  static const void* body() {
-    return reinterpret_cast<const void*>(&block_private_tier::kernel<T, Policy, kBody>);
-  }
-  static void add(const void** variants) {
-    using namespace block_private_tier;
-    if constexpr (std::is_integral<T>::value && !std::is_same<Policy, detail::CountPolicy>::value) {
-      variants[kSumsByValue] = body<kSumsByValue>();
-      variants[kSumsByValueClamped] = body<kSumsByValueClamped>();
-    }
-  }
-};
-
-namespace block_private_tier {
-
 // A by-value body where one runs the call (sums of integer input binned by value), else the general one.
 inline int body_for(const HistogramParams& p, const TierContext& ctx, AccKind acc) {
   if (acc == AccKind::kCount || p.mode != BinMode::kIndex) return kAnyCall;
@@ -280,4 +259,9 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
 constexpr CustomLaunch custom_launch{};
 
 }  // namespace block_private_tier
+
+// The by-value bodies exist for integer input and sums only.
+template <typename T, typename Policy>
+struct TierKernelVariants<Tier::kShared, T, Policy>
+    : KernelBodies<detail::kIntegerSums<T, Policy>, block_private_tier::kSumsByValueClamped> {};
 }  // namespace dsmhist

@@ -154,7 +154,6 @@ enum Body : int {
   kDenseClampedSmall = 4,
   kDenseClampedLarge = 5
 };
-static_assert(kDenseClampedLarge < kMaxTierKernels, "every body has a slot in the kernel set");
 
 template <typename T, typename Policy, int kBody = kAnyInput>
 __global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramParams p, const Launch launch) {
@@ -186,21 +185,8 @@ __global__ void __launch_bounds__(kExchangeThreads, 1) kernel(const HistogramPar
 
 // The by-value bodies exist for integer input and counts only.
 template <typename T, typename Policy>
-struct TierKernelVariants<Tier::kExchange, T, Policy> {
-  template <int kBody>
-  static const void* body() {
-    return reinterpret_cast<const void*>(&exchange_tier::kernel<T, Policy, kBody>);
-  }
-  static void add(const void** variants) {
-    if constexpr (std::is_integral<T>::value && std::is_same<Policy, detail::CountPolicy>::value) {
-      variants[exchange_tier::kByValue] = body<exchange_tier::kByValue>();
-      variants[exchange_tier::kDenseByValueSmall] = body<exchange_tier::kDenseByValueSmall>();
-      variants[exchange_tier::kDenseByValueLarge] = body<exchange_tier::kDenseByValueLarge>();
-      variants[exchange_tier::kDenseClampedSmall] = body<exchange_tier::kDenseClampedSmall>();
-      variants[exchange_tier::kDenseClampedLarge] = body<exchange_tier::kDenseClampedLarge>();
-    }
-  }
-};
+struct TierKernelVariants<Tier::kExchange, T, Policy>
+    : KernelBodies<detail::kIntegerCounts<T, Policy>, exchange_tier::kDenseClampedLarge> {};
 
 namespace exchange_tier {
 

@@ -18,14 +18,18 @@
 namespace dsmhist {
 namespace global_atomic_tier {
 
-// kClaimOnRepeat: the body for long weighted float sums (shape): its cache claims a slot on a bin's second
-// add in the block, and each thread loads kGlobalSumsVectorsInFlight vectors at a time.
+// The kernel variant (TierKernelVariants) of the weighted float sums' claim-on-repeat body, for long weighted float
+// sums (shape): its cache claims a slot on a bin's second add in the block, and each thread loads
+// kGlobalSumsVectorsInFlight vectors at a time.
+constexpr int kClaimOnRepeatBody = 1;
+
 // The tier's launch arguments: none (no shared-memory bins to flush or store; its kernels take the launcher's second
 // parameter all the same).
 struct Launch {};
 
-template <typename T, typename Policy, bool kClaimOnRepeat = false>
+template <typename T, typename Policy, int kBody = 0>
 __global__ void __launch_bounds__(kGlobalThreads) kernel(const HistogramParams p, const Launch /*launch*/) {
+  constexpr bool kClaimOnRepeat = kBody == kClaimOnRepeatBody;
   using Acc = typename Policy::Acc;
   constexpr bool kCounts = std::is_same<Policy, detail::CountPolicy>::value;
   using Cache = HotBinCache<Policy, kClaimOnRepeat>;
@@ -94,9 +98,6 @@ inline PlanStatus fit(const TierContext& ctx, bool /*automatic*/, HistogramPlan*
   return PlanStatus::fits();
 }
 
-// The kernel variant (TierKernelVariants) of the weighted float sums' claim-on-repeat body.
-constexpr int kClaimOnRepeatBody = 1;
-
 // No block state: as many blocks of the plan's size as fill the SMs. The kernel adds straight into the output, so it
 // never stores rows (the output is zeroed first unless accumulating).
 inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const HistogramPlan& plan, AccKind acc,
@@ -122,14 +123,9 @@ constexpr CustomLaunch custom_launch{};
 
 // The claim-on-repeat body exists for weighted float sums only.
 template <typename T, typename Policy>
-struct TierKernelVariants<Tier::kGlobal, T, Policy> {
-  static void add(const void** variants) {
-    if constexpr (std::is_same<Policy, detail::WeightPolicy<float>>::value ||
-                  std::is_same<Policy, detail::WeightPolicy<double>>::value) {
-      variants[global_atomic_tier::kClaimOnRepeatBody] =
-          reinterpret_cast<const void*>(&global_atomic_tier::kernel<T, Policy, true>);
-    }
-  }
-};
+struct TierKernelVariants<Tier::kGlobal, T, Policy>
+    : KernelBodies<std::is_same<Policy, detail::WeightPolicy<float>>::value ||
+                       std::is_same<Policy, detail::WeightPolicy<double>>::value,
+                   global_atomic_tier::kClaimOnRepeatBody> {};
 
 }  // namespace dsmhist

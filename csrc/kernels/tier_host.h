@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "device_caps.h"
 #include "kernels.h"
@@ -39,13 +40,28 @@ constexpr const char* kFewElementsPerBinRefusal =
     "the planner takes tier 'global' for 16384 bins or more with fewer than 32 elements per bin";
 
 // A tier's kernels past its first (`kernel`, variant 0). A unit whose kernel has bodies specialised for common calls
-// gives each its own kernel, so that each gets the registers it needs alone, by specialising this for its Tier: add
-// stores them at variants[1...] (variants[0] is set). Its shape function picks one (LaunchShape::kernel_variant)
-// where the kernel set holds it.
-template <Tier kTier, typename T, typename Policy>
-struct TierKernelVariants {
-  static void add(const void** /*variants*/) {}
+// gives each its own kernel, so that each gets the registers it needs alone, by specialising this for its Tier as
+// KernelBodies<whether T and Policy have them, the last body's number>; the kernel set (kernel_set.cuh) stores body k
+// (1 to the last), `kernel<T, Policy, k>` of the unit, at variants[k] (variants[0] is the kernel). Its shape function
+// picks one (LaunchShape::kernel_variant) where the kernel set holds it.
+template <bool kHas, int kLastBody = 0>
+struct KernelBodies {
+  static_assert(kLastBody < kMaxTierKernels, "every body has a slot in the kernel set");
+  // Stores `kernel_of(std::integral_constant<int, k>{})` at variants[k] for each body k; without kHas, instantiates
+  // no body.
+  template <typename KernelOf>
+  static void add(const void** variants, KernelOf kernel_of) {
+    if constexpr (kHas) add(variants, kernel_of, std::make_integer_sequence<int, kLastBody + 1>{});
+  }
+
+ private:
+  template <typename KernelOf, int... kBodies>
+  static void add(const void** variants, KernelOf kernel_of, std::integer_sequence<int, 0, kBodies...>) {
+    ((variants[kBodies] = kernel_of(std::integral_constant<int, kBodies>{})), ...);
+  }
 };
+template <Tier kTier, typename T, typename Policy>
+struct TierKernelVariants : KernelBodies<false> {};
 
 // A tier that runs its own launches (several kernels, a workspace) instead of the one launch every other tier gets
 // (launch.cu run_planned_tier): its unit's `custom_launch`. Units with one kernel and no workspace declare an empty

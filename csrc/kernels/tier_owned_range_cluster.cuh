@@ -33,7 +33,6 @@ inline bool packs_counts(AccKind acc) { return acc == AccKind::kCount; }
 // dropped (1) or clamped (2), whose key is a subtraction and a compare (ValueLocalKeys): the binner's general case
 // took about a third of the walk's instructions (NOTES.md).
 enum Body : int { kAnyCall = 0, kCountsByValue = 1, kCountsByValueClamped = 2 };
-static_assert(kCountsByValueClamped < kMaxTierKernels, "every body has a slot in the kernel set");
 
 template <typename T, typename Policy, int kBody = kAnyCall>
 __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p, const detail::ClusterLaunch launch) {
@@ -83,26 +82,6 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p,
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).
 }
 
-}  // namespace owned_range_cluster_tier
-
-// The by-value bodies exist for integer input and counts only.
-template <typename T, typename Policy>
-struct TierKernelVariants<Tier::kCluster, T, Policy> {
-  template <int kBody>
-  static const void* body() {
-    return reinterpret_cast<const void*>(&owned_range_cluster_tier::kernel<T, Policy, kBody>);
-  }
-  static void add(const void** variants) {
-    using namespace owned_range_cluster_tier;
-    if constexpr (std::is_integral<T>::value && kPacksCounts<Policy>) {
-      variants[kCountsByValue] = body<kCountsByValue>();
-      variants[kCountsByValueClamped] = body<kCountsByValueClamped>();
-    }
-  }
-};
-
-namespace owned_range_cluster_tier {
-
 // A by-value body where one runs the call (packed counts of integer input binned by value), else the general one.
 inline int body_for(const HistogramParams& p, const TierContext& ctx, AccKind acc) {
   if (!packs_counts(acc) || p.mode != BinMode::kIndex) return kAnyCall;
@@ -151,4 +130,9 @@ inline cudaError_t shape(const HistogramParams& p, const TierContext& ctx, const
 constexpr CustomLaunch custom_launch{};
 
 }  // namespace owned_range_cluster_tier
+
+// The by-value bodies exist for integer input and counts only.
+template <typename T, typename Policy>
+struct TierKernelVariants<Tier::kCluster, T, Policy>
+    : KernelBodies<detail::kIntegerCounts<T, Policy>, owned_range_cluster_tier::kCountsByValueClamped> {};
 }  // namespace dsmhist
