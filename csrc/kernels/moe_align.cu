@@ -18,17 +18,17 @@ using namespace moe_align_detail;  // NOLINT: the kernel's own tuning and body
 // Plans kept at most (KeptAnswers starts over past this).
 constexpr size_t kMaxKeptPlans = 256;
 
-__global__ void __launch_bounds__(kMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
+__global__ void __launch_bounds__(kMoeMaxWarps * 32) moe_align_block_kernel(const MoeParams p) {
   moe_align_body<Span::kBlock>(p);
 }
 
-__global__ void __launch_bounds__(kMaxWarps * 32) moe_align_cluster_kernel(const MoeParams p) {
+__global__ void __launch_bounds__(kMoeMaxWarps * 32) moe_align_cluster_kernel(const MoeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   moe_align_body<Span::kCluster>(p);
 #endif
 }
 
-__global__ void __launch_bounds__(kMaxWarps * 32) moe_align_grid_kernel(const MoeParams p) {
+__global__ void __launch_bounds__(kMoeMaxWarps * 32) moe_align_grid_kernel(const MoeParams p) {
   moe_align_body<Span::kGrid>(p);
 }
 
@@ -51,22 +51,22 @@ const void* kernel_of(Span span) {
 // The launch for p, its kernel configured (its shared-memory limit raised) so that launching needs no device query.
 cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, bool allow_grid, MoeLaunch* launch) {
   const int64_t words_budget = caps.shared_optin / 4;
-  int warps = kMaxWarps;
+  int warps = kMoeMaxWarps;
   while (warps > 1 && shared_words(warps, p.num_experts) > words_budget) --warps;
   if (shared_words(warps, p.num_experts) > words_budget) return cudaErrorInvalidConfiguration;
   Span span = Span::kBlock;
   int blocks = 1;
-  const int64_t wanted_blocks =
-      std::max((p.n + kIdsPerBlock - 1) / kIdsPerBlock, (p.sorted_size + kSlotsPerBlock - 1) / kSlotsPerBlock);
+  const int64_t wanted_blocks = std::max((p.n + kMoeIdsPerBlock - 1) / kMoeIdsPerBlock,
+                                         (p.sorted_size + kMoeSlotsPerBlock - 1) / kMoeSlotsPerBlock);
   // A grid's every block reads every block's counts: blocks * E words each, so fewer blocks for many experts.
-  const int64_t grid_blocks = std::min<int64_t>({caps.sm_count, (p.n + kIdsPerGridBlock - 1) / kIdsPerGridBlock,
-                                                 std::max<int64_t>(1, kGridSumWords / p.num_experts)});
-  if (allow_grid && p.n > kGridMinIds && caps.cooperative_launch && grid_blocks > kMaxClusterBlocks) {
+  const int64_t grid_blocks = std::min<int64_t>({caps.sm_count, (p.n + kMoeIdsPerGridBlock - 1) / kMoeIdsPerGridBlock,
+                                                 std::max<int64_t>(1, kMoeGridSumWords / p.num_experts)});
+  if (allow_grid && p.n > kMoeGridMinIds && caps.cooperative_launch && grid_blocks > kMoeMaxClusterBlocks) {
     span = Span::kGrid;
     blocks = static_cast<int>(grid_blocks);
   } else if (wanted_blocks > 1 && cluster_code_available(kernel_of(Span::kCluster), device, caps)) {
     span = Span::kCluster;
-    blocks = static_cast<int>(std::min<int64_t>(kMaxClusterBlocks, wanted_blocks));
+    blocks = static_cast<int>(std::min<int64_t>(kMoeMaxClusterBlocks, wanted_blocks));
   }
   // Fewer warps where a block's ids are few: less to zero and scan, the same single pass.
   const auto shared_bytes_for = [&](int span_blocks) {
@@ -76,7 +76,7 @@ cudaError_t plan_moe(const MoeParams& p, int device, const DeviceCaps& caps, boo
   {
     const int64_t per_block = (p.n + blocks - 1) / blocks;
     // At most 8 experts per warp in the per-expert steps (a warp writes its experts' padding one at a time).
-    const int64_t wanted = std::max<int64_t>({int64_t{kMinWarps}, (p.num_experts + 7) / 8, (per_block + 31) / 32});
+    const int64_t wanted = std::max<int64_t>({int64_t{kMoeMinWarps}, (p.num_experts + 7) / 8, (per_block + 31) / 32});
     warps = static_cast<int>(std::min<int64_t>(warps, wanted));
   }
   const int threads = warps * 32;

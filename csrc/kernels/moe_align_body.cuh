@@ -15,40 +15,21 @@
 #include <cstdint>
 
 #include "../common/moe.h"
+#include "tuning.h"
 
 namespace dsmhist {
 namespace moe_align_detail {
 
-// Tuning (docs/perf-log/2026-11-moe.md has the sweeps, H200 then H100). A cluster shares the work above 1024 ids a
-// block (8192 ids: 8.4-8.9 us in 8 blocks, 9.4-10.2 in 4; sm_90) or above 4096 output slots a block (the padding of
-// 256 experts in blocks of 256 is 256 KB: 14.5 us from one SM, 8.7 from a cluster). Clusters up to 16 blocks
-// (non-portable above 8: configure_kernel allows it, max_active_clusters checks it): 16 took 1.5-1.8x less than 8
-// from 128K ids up. Past 16384 ids (where the device can launch cooperatively) a grid of up to one block an SM, one
-// per 1024 ids, shares its counts through global memory instead: 262144 ids with 256 experts took 36.7 us in one
-// cluster, 15.0 so; 32768 ids 10.3-10.8, 9.2 (H100; 2048 or 4096 ids a block, or grids from 32K or 64K ids up, were
-// 1-7% slower in geometric mean). Warps: at least 4, and one per 8 experts for the per-expert steps; of them, one id
-// warp per 4 steps of 32 ids (2 or 8 steps: 1-3% slower in geometric mean).
-constexpr int kMaxWarps = 32;
-constexpr int kMinWarps = 4;
-constexpr int64_t kIdsPerBlock = 1024;
-constexpr int64_t kSlotsPerBlock = 4096;
-constexpr int kMaxClusterBlocks = 16;
-constexpr int kStepsInFlight = 8;
-constexpr int kStepsPerIdWarp = 4;
-constexpr int64_t kGridMinIds = 16384;
-constexpr int64_t kIdsPerGridBlock = 1024;
-constexpr int64_t kGridSumWords = 65536;
-
 // Shared memory words: the experts' local ids, this block's totals, the kept totals, the shares' starts (+ the
 // total), the block's first slots, one counter row per id warp, and the scan's warp sums (+ its total).
 __host__ __device__ inline int64_t shared_words(int id_warps, int experts) {
-  return int64_t(id_warps + 5) * experts + 1 + kMaxWarps + 1;
+  return int64_t(id_warps + 5) * experts + 1 + kMoeMaxWarps + 1;
 }
 // The warps that hold ids (a contiguous run each) and count them in a row of counters: as many as give each
-// kStepsPerIdWarp steps of 32 ids. The others share only the per-expert work: a row per warp made 256 experts at
+// kMoeStepsPerIdWarp steps of 32 ids. The others share only the per-expert work: a row per warp made 256 experts at
 // 8 ids zero and scan 32 rows for one warp's ids.
 __host__ __device__ inline int id_warps_for(int warps, int64_t per_block) {
-  const int64_t wanted = (per_block + 32 * kStepsPerIdWarp - 1) / (32 * kStepsPerIdWarp);
+  const int64_t wanted = (per_block + 32 * kMoeStepsPerIdWarp - 1) / (32 * kMoeStepsPerIdWarp);
   return static_cast<int>(wanted < 1 ? 1 : (wanted > warps ? warps : wanted));
 }
 
@@ -74,7 +55,7 @@ __device__ inline void exclusive_scan_shares(int32_t* shares, int experts, int32
     const int32_t v = lane < warps ? warp_sums[lane] : 0;
     const int32_t v_inclusive = warp_inclusive_sum(v, lane);
     warp_sums[lane] = v_inclusive - v;
-    if (lane == 31) warp_sums[kMaxWarps] = v_inclusive;
+    if (lane == 31) warp_sums[kMoeMaxWarps] = v_inclusive;
   }
   __syncthreads();  // the warps' offsets are in before each thread rewrites its shares
   int32_t running = warp_sums[warp] + inclusive - sum;
@@ -83,17 +64,17 @@ __device__ inline void exclusive_scan_shares(int32_t* shares, int experts, int32
     shares[k] = running;
     running += share;
   }
-  if (tid == 0) shares[experts] = warp_sums[kMaxWarps];
+  if (tid == 0) shares[experts] = warp_sums[kMoeMaxWarps];
   __syncthreads();  // the starts are read by every thread next
 }
 
-// The experts of a warp's next kStepsInFlight steps of 32 ids (-1: none), loaded together: one step at a time, each
+// The experts of a warp's next kMoeStepsInFlight steps of 32 ids (-1: none), loaded together: one step at a time, each
 // step waited a whole memory latency (a 2^20-id call took 294 us on an H200).
 template <typename LocalIds>
 __device__ __forceinline__ void load_steps(const MoeParams& p, int64_t base, int64_t run_last, int lane,
-                                           const LocalIds& local_of, int32_t (&experts_of)[kStepsInFlight]) {
+                                           const LocalIds& local_of, int32_t (&experts_of)[kMoeStepsInFlight]) {
 #pragma unroll
-  for (int u = 0; u < kStepsInFlight; ++u) {
+  for (int u = 0; u < kMoeStepsInFlight; ++u) {
     const int64_t i = base + u * 32 + lane;
     experts_of[u] = i < run_last ? moe_expert_of(p, i, local_of) : -1;
   }
@@ -131,7 +112,7 @@ __device__ void moe_align_body(const MoeParams& p) {
   const uint32_t n = static_cast<uint32_t>(p.n);
   const uint32_t per_block = (n + blocks - 1) / blocks;
   const int id_warps = id_warps_for(warps, per_block);
-  int32_t* warp_sums = rows + id_warps * experts;  // kMaxWarps + 1
+  int32_t* warp_sums = rows + id_warps * experts;  // kMoeMaxWarps + 1
   for (int e = tid; e < experts; e += blockDim.x) {
     local[e] = moe_local_id(p, e);
     if constexpr (kSpan == Span::kGrid) kept[e] = first_slot[e] = 0;  // the grid's sums are shared atomics
@@ -145,12 +126,12 @@ __device__ void moe_align_body(const MoeParams& p) {
   const auto local_of = [local](int32_t e) { return local[e]; };
   int32_t* row = rows + warp * experts;
 
-  int32_t first_steps[kStepsInFlight];  // pass 2 reuses them: most calls' runs are one batch of steps
-  for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
-    int32_t experts_of[kStepsInFlight];
+  int32_t first_steps[kMoeStepsInFlight];  // pass 2 reuses them: most calls' runs are one batch of steps
+  for (int64_t base = run_first; base < run_last; base += 32 * kMoeStepsInFlight) {
+    int32_t experts_of[kMoeStepsInFlight];
     load_steps(p, base, run_last, lane, local_of, experts_of);
 #pragma unroll
-    for (int u = 0; u < kStepsInFlight; ++u) {
+    for (int u = 0; u < kMoeStepsInFlight; ++u) {
       const int32_t e = experts_of[u];
       if (base == run_first) first_steps[u] = e;
       // Counting needs no order: a shared atomic per id (native for int32), no lane grouping.
@@ -206,14 +187,14 @@ __device__ void moe_align_body(const MoeParams& p) {
       int32_t before = 0, all = 0;
       // Every block's total in flight at once (four at a time was 3% slower). One trip; as a loop, ptxas keeps the
       // 16 addresses without spilling.
-      for (int r0 = 0; r0 < blocks; r0 += kMaxClusterBlocks) {
-        int32_t v[kMaxClusterBlocks];
+      for (int r0 = 0; r0 < blocks; r0 += kMoeMaxClusterBlocks) {
+        int32_t v[kMoeMaxClusterBlocks];
 #pragma unroll
-        for (int j = 0; j < kMaxClusterBlocks; ++j) {
+        for (int j = 0; j < kMoeMaxClusterBlocks; ++j) {
           v[j] = r0 + j < blocks ? cluster.map_shared_rank(block_total, r0 + j)[e] : 0;
         }
 #pragma unroll
-        for (int j = 0; j < kMaxClusterBlocks; ++j) {
+        for (int j = 0; j < kMoeMaxClusterBlocks; ++j) {
           all += v[j];
           if (r0 + j < rank) before += v[j];
         }
@@ -241,16 +222,16 @@ __device__ void moe_align_body(const MoeParams& p) {
   for (int e = tid; e < experts; e += blockDim.x) first_slot[e] += start[e] * p.block_size;
   __syncthreads();  // every first slot is in before pass 2 reads them
 
-  for (int64_t base = run_first; base < run_last; base += 32 * kStepsInFlight) {
-    int32_t experts_of[kStepsInFlight];
+  for (int64_t base = run_first; base < run_last; base += 32 * kMoeStepsInFlight) {
+    int32_t experts_of[kMoeStepsInFlight];
     if (base == run_first) {
 #pragma unroll
-      for (int u = 0; u < kStepsInFlight; ++u) experts_of[u] = first_steps[u];
+      for (int u = 0; u < kMoeStepsInFlight; ++u) experts_of[u] = first_steps[u];
     } else {
       load_steps(p, base, run_last, lane, local_of, experts_of);
     }
 #pragma unroll
-    for (int u = 0; u < kStepsInFlight; ++u) {
+    for (int u = 0; u < kMoeStepsInFlight; ++u) {
       if (base + u * 32 >= run_last) break;  // the same for every lane: a step past the run has no ids
       const int32_t e = experts_of[u];
       const unsigned group = __match_any_sync(0xffffffffu, e);

@@ -198,4 +198,26 @@ constexpr int kSharedWeightedVectorsInFlight = 2;
 // docs/tiers/shared.md
 constexpr bool kPrefetchWhenBinningByRange = true;
 
+// ----- MoE routing (moe_align_block_size) ----------------------------------------------------------------------------
+
+// The routing kernel (moe_align_body.cuh; docs/perf-log/2026-11-moe.md has the sweeps, H200 then H100). A cluster
+// shares the work above 1024 ids a block (8192 ids: 8.4-8.9 us in 8 blocks, 9.4-10.2 in 4; sm_90) or above 4096 output
+// slots a block (the padding of 256 experts in blocks of 256 is 256 KB: 14.5 us from one SM, 8.7 from a cluster).
+// Clusters up to 16 blocks (non-portable above 8: configure_kernel allows it, max_active_clusters checks it): 16
+// took 1.5-1.8x less than 8 from 128K ids up. Past 16384 ids (where the device can launch cooperatively) a grid of up
+// to one block an SM, one per 1024 ids, shares its counts through global memory instead: 262144 ids with 256 experts
+// took 36.7 us in one cluster, 15.0 so; 32768 ids 10.3-10.8, 9.2 (H100; 2048 or 4096 ids a block, or grids from 32K or
+// 64K ids up, were 1-7% slower in geometric mean). Warps: at least 4, and one per 8 experts for the per-expert steps;
+// of them, one id warp per 4 steps of 32 ids (2 or 8 steps: 1-3% slower in geometric mean).
+constexpr int kMoeMaxWarps = 32;
+constexpr int kMoeMinWarps = 4;
+constexpr int64_t kMoeIdsPerBlock = 1024;
+constexpr int64_t kMoeSlotsPerBlock = 4096;
+constexpr int kMoeMaxClusterBlocks = 16;
+constexpr int kMoeStepsInFlight = 8;
+constexpr int kMoeStepsPerIdWarp = 4;
+constexpr int64_t kMoeGridMinIds = 16384;
+constexpr int64_t kMoeIdsPerGridBlock = 1024;
+constexpr int64_t kMoeGridSumWords = 65536;
+
 }  // namespace dsmhist
