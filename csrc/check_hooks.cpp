@@ -27,18 +27,10 @@ std::string check_args(c10::string_view kind, c10::string_view op_name, at::Scal
                        std::optional<c10::Device> target_device, bool accumulate) {
   const std::string op(op_name);
   const TensorFacts input{input_dtype, input_shape, input_device};
-  std::optional<TensorFacts> weight;
-  if (weight_dtype.has_value()) {
-    TORCH_CHECK_VALUE(weight_shape.has_value() && weight_device.has_value(),
-                      "torch_dsmhist._check_args: weight needs its dtype, shape and device");
-    weight = TensorFacts{*weight_dtype, *weight_shape, *weight_device};
-  }
-  std::optional<TensorFacts> target;
-  if (target_dtype.has_value()) {
-    TORCH_CHECK_VALUE(target_shape.has_value() && target_device.has_value(),
-                      "torch_dsmhist._check_args: the target tensor needs its dtype, shape and device");
-    target = TensorFacts{*target_dtype, *target_shape, *target_device};
-  }
+  constexpr const char* kCheckOp = "torch_dsmhist._check_args";
+  const std::optional<TensorFacts> weight = facts_of(kCheckOp, "weight", weight_dtype, weight_shape, weight_device);
+  const std::optional<TensorFacts> target =
+      facts_of(kCheckOp, "the target tensor", target_dtype, target_shape, target_device);
   const auto need_target = [&]() -> const TensorFacts& {
     TORCH_CHECK_VALUE(target.has_value(), "torch_dsmhist._check_args: kind \"", std::string(kind), "\" needs a target");
     return *target;
@@ -81,12 +73,8 @@ std::string check_edges_args_op(c10::string_view op_name, at::ScalarType input_d
     edges.push_back(TensorFacts{edge_dtypes[d], edge_sizes.slice(next_size, rank), edge_devices[d]});
     next_size += rank;
   }
-  std::optional<TensorFacts> weight;
-  if (weight_dtype.has_value()) {
-    TORCH_CHECK_VALUE(weight_shape.has_value() && weight_device.has_value(),
-                      "torch_dsmhist._check_edges_args: weight needs its dtype, shape and device");
-    weight = TensorFacts{*weight_dtype, *weight_shape, *weight_device};
-  }
+  const std::optional<TensorFacts> weight =
+      facts_of("torch_dsmhist._check_edges_args", "weight", weight_dtype, weight_shape, weight_device);
   const EdgesArgs args = check_edges_args(op.c_str(), TensorFacts{input_dtype, input_shape, input_device}, edges,
                                           weight, out_of_range, dtype, nd);
   return output_dtype_name(args.count);

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <optional>
@@ -261,13 +260,5 @@ at::Tensor row_edge_bin_indices(const at::Tensor& input, const at::Tensor& edges
 }
 
 }  // namespace edge_bodies
-
-template <typename Backend>
-void register_edge_op_bodies(torch::Library& m) {
-  m.impl("histogram_edges", &edge_bodies::histogram_edges<Backend>);
-  m.impl("histogramdd", &edge_bodies::histogramdd<Backend>);
-  m.impl("_edge_bin_indices", &edge_bodies::edge_bin_indices<Backend>);
-  m.impl("_row_edge_bin_indices", &edge_bodies::row_edge_bin_indices<Backend>);
-}
 
 }  // namespace dsmhist

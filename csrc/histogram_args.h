@@ -28,6 +28,15 @@ inline std::optional<TensorFacts> facts_of(const std::optional<at::Tensor>& t) {
   if (!t.has_value() || !t->defined()) return std::nullopt;
   return facts_of(*t);
 }
+// The facts of an optional tensor that a fake kernel passes to a check op as three optional parts (all or none):
+// none without a dtype. `check_op` and `name` name the check op and the argument in the error.
+inline std::optional<TensorFacts> facts_of(const char* check_op, const char* name, std::optional<at::ScalarType> dtype,
+                                           at::OptionalSymIntArrayRef shape, std::optional<c10::Device> device) {
+  if (!dtype.has_value()) return std::nullopt;
+  TORCH_CHECK_VALUE(shape.has_value() && device.has_value(), check_op, ": ", name,
+                    " needs its dtype, shape and device");
+  return TensorFacts{*dtype, *shape, *device};
+}
 
 // A dtype as Python spells it ("torch.float32"), for messages: users pass torch.float32, not c10's "Float".
 std::string torch_dtype_name(at::ScalarType dtype);

@@ -63,12 +63,8 @@ std::vector<c10::SymInt> check_moe_args_op(c10::string_view op_name, at::ScalarT
                                            at::OptionalSymIntArrayRef map_shape, std::optional<c10::Device> map_device,
                                            bool pad_sorted_ids) {
   const std::string op(op_name);
-  std::optional<TensorFacts> map;
-  if (map_dtype.has_value()) {
-    TORCH_CHECK_VALUE(map_shape.has_value() && map_device.has_value(),
-                      "torch_dsmhist._check_moe_args: expert_map needs its dtype, shape and device");
-    map = TensorFacts{*map_dtype, *map_shape, *map_device};
-  }
+  const std::optional<TensorFacts> map =
+      facts_of("torch_dsmhist._check_moe_args", "expert_map", map_dtype, map_shape, map_device);
   const MoeArgs args = check_moe_args(op.c_str(), TensorFacts{ids_dtype, ids_shape, ids_device}, block_size,
                                       num_experts, map, pad_sorted_ids);
   return {args.sorted_size, args.expert_blocks};

@@ -167,7 +167,10 @@ void register_op_bodies(torch::Library& m) {
   m.impl("_finite_range_keys", &bodies::finite_range_keys<Backend>);
   m.impl("_histogram_with_range_keys", &bodies::histogram_with_range_keys<Backend>);
   m.impl("_bin_indices", &bodies::bin_indices<Backend>);
-  register_edge_op_bodies<Backend>(m);
+  m.impl("histogram_edges", &edge_bodies::histogram_edges<Backend>);
+  m.impl("histogramdd", &edge_bodies::histogramdd<Backend>);
+  m.impl("_edge_bin_indices", &edge_bodies::edge_bin_indices<Backend>);
+  m.impl("_row_edge_bin_indices", &edge_bodies::row_edge_bin_indices<Backend>);
 }
 
 }  // namespace dsmhist

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_parallel.h"
@@ -10,46 +12,39 @@
 namespace dsmhist {
 namespace cpu {
 
+// The bit pattern of an 8- or 16-bit input type, as the index of the tables below (`of`), and back (`value`).
 template <typename T>
 struct RawPattern {
   static constexpr bool kUsable = false;
   static constexpr int64_t kCount = 0;
 };
-template <>
-struct RawPattern<uint8_t> {
+template <typename T, typename Bits>
+struct BitPattern {
+  static_assert(sizeof(T) == sizeof(Bits) && std::is_unsigned<Bits>::value, "Bits: T's bits as an unsigned type");
   static constexpr bool kUsable = true;
-  static constexpr int64_t kCount = 256;
-  static uint32_t of(uint8_t v) { return v; }
-  static uint8_t value(uint32_t r) { return static_cast<uint8_t>(r); }
+  static constexpr int64_t kCount = int64_t(1) << (8 * sizeof(Bits));
+  static uint32_t of(T v) {
+    Bits bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits;
+  }
+  static T value(uint32_t r) {
+    const Bits bits = static_cast<Bits>(r);
+    T v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
 };
 template <>
-struct RawPattern<int8_t> {
-  static constexpr bool kUsable = true;
-  static constexpr int64_t kCount = 256;
-  static uint32_t of(int8_t v) { return static_cast<uint8_t>(v); }
-  static int8_t value(uint32_t r) { return static_cast<int8_t>(static_cast<uint8_t>(r)); }
-};
+struct RawPattern<uint8_t> : BitPattern<uint8_t, uint8_t> {};
 template <>
-struct RawPattern<int16_t> {
-  static constexpr bool kUsable = true;
-  static constexpr int64_t kCount = 65536;
-  static uint32_t of(int16_t v) { return static_cast<uint16_t>(v); }
-  static int16_t value(uint32_t r) { return static_cast<int16_t>(static_cast<uint16_t>(r)); }
-};
+struct RawPattern<int8_t> : BitPattern<int8_t, uint8_t> {};
 template <>
-struct RawPattern<Float16> {
-  static constexpr bool kUsable = true;
-  static constexpr int64_t kCount = 65536;
-  static uint32_t of(Float16 v) { return v.bits; }
-  static Float16 value(uint32_t r) { return Float16{static_cast<uint16_t>(r)}; }
-};
+struct RawPattern<int16_t> : BitPattern<int16_t, uint16_t> {};
 template <>
-struct RawPattern<BFloat16> {
-  static constexpr bool kUsable = true;
-  static constexpr int64_t kCount = 65536;
-  static uint32_t of(BFloat16 v) { return v.bits; }
-  static BFloat16 value(uint32_t r) { return BFloat16{static_cast<uint16_t>(r)}; }
-};
+struct RawPattern<Float16> : BitPattern<Float16, uint16_t> {};
+template <>
+struct RawPattern<BFloat16> : BitPattern<BFloat16, uint16_t> {};
 
 // The Binner's answer for every bit pattern of an 8/16-bit type, computed once per call: the per-element work of
 // range binning becomes one load, so range and index binning of these types cost the same.
