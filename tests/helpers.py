@@ -99,15 +99,10 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def reference_histogram(
-    x: torch.Tensor,
-    bins: int,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
-    weight: Optional[torch.Tensor] = None,
-    out_of_range: str = "ignore",
-    dtype: Optional[torch.dtype] = None,
+    x: torch.Tensor, bins: int, min=None, max=None, weight=None, out_of_range="ignore", dtype=None
 ) -> torch.Tensor:
-    """The contract's histogram, on the CPU, in int64 counts or float64 sums, then cast to the op's output dtype."""
+    """The contract's histogram, on the CPU, in int64 counts or float64 sums, then cast to the op's output dtype.
+    The arguments are torch_dsmhist.histogram's, ``x`` its input."""
     x = x.detach().cpu().reshape(-1)
     w = None if weight is None else weight.detach().cpu().reshape(-1).double()
     clamp = out_of_range == "clamp"

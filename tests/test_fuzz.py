@@ -200,17 +200,9 @@ def check_counts(got: torch.Tensor, expected: np.ndarray, what: str):
         raise AssertionError(f"{what}: {int((g != expected).sum())} bins differ; " + "; ".join(rows))
 
 
-def check_sums(
-    got: torch.Tensor,
-    ref: Sums,
-    init: Optional[np.ndarray],
-    acc_eps: float,
-    fixed_unit: Optional[np.ndarray],
-    integer_weights: bool,
-    what: str,
-):
-    """got vs the reference sums (+ init for histogram_add_). Non-finite bins must match exactly (NaN, or the
-    infinity's sign). Finite bins:
+def check_sums(got: torch.Tensor, ref: Sums, init, acc_eps: float, fixed_unit, integer_weights: bool, what: str):
+    """got vs the reference sums (+ init for histogram_add_; init and fixed_unit: arrays, or None). Non-finite bins
+    must match exactly (NaN, or the infinity's sign). Finite bins:
     - integer weights (and an integer init) whose sum of |w| fits the output's mantissa: exactly, in any summation
       order (every partial sum is an integer the format holds), so a weight in the wrong bin always shows;
     - otherwise within the bound on rounding that holds for any order of additions,

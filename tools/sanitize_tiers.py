@@ -21,20 +21,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPOSITORY / "tests"), str(REPOSITORY)]
 import torch_dsmhist  # noqa: E402
 
-from helpers import (  # noqa: E402
-    TIERS,
-    adds_sums,
-    cluster_available,
-    cluster_block_capacity,
-    deterministic_algorithms,
-    global_tier_elements,
-    make_index_values,
-    make_range_values,
-    max_cluster_size,
-    plannable,
-    reference_histogram,
-    shared_capacity,
-)
+import helpers  # noqa: E402
 
 
 def cases(gen: torch.Generator):
@@ -42,17 +29,22 @@ def cases(gen: torch.Generator):
     case makers further down, histogram_case and the others. `expected` is a callable: main() runs it only for the
     cases it keeps, so a run of a few cases never computes the references of the others (each a device-to-host copy,
     slow beside other sanitized processes on the GPU)."""
-    capacity = shared_capacity()
+    capacity = helpers.shared_capacity()
     # Every tier of the extension's table, at the (cluster size, bins) it can run of these.
     # (Tier exchange's own sizes, 8 blocks at 100003 bins and 16 at 262144, have dense by-value kernels of their own.)
     runs = {False: [(None, 1000), (None, 100003)], True: [(2, 1000), (3, 100003), (None, 100003), (None, 262144)]}
-    tiers = [(t.name, size, bins) for t in TIERS for size, bins in runs[t.cluster] if plannable(t.name, size, bins)]
+    tiers = [
+        (t.name, size, bins)
+        for t in helpers.TIERS
+        for size, bins in runs[t.cluster]
+        if helpers.plannable(t.name, size, bins)
+    ]
     for tier, size, bins in tiers:
         label = f"{tier}{size or ''} bins={bins}"
-        x = make_index_values(10007, bins, torch.int32, "uniform", gen).cuda()
-        f = make_range_values(4099, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
+        x = helpers.make_index_values(10007, bins, torch.int32, "uniform", gen).cuda()
+        f = helpers.make_range_values(4099, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
         w = torch.rand(4099, generator=gen, dtype=torch.float64).cuda()
-        sums = adds_sums(tier, size, bins)  # false for a counts-only tier
+        sums = helpers.adds_sums(tier, size, bins)  # false for a counts-only tier
         one = [
             ("int32 contiguous+offset", x[3:], {}),
             ("int32 strided", x[:10000].reshape(100, 100)[:, 1::3], {}),
@@ -76,7 +68,7 @@ def cases(gen: torch.Generator):
         # the 500 and 99 rows' path at a few rows a worker: racecheck could not finish those at 100003 bins and up
         # in a 600 s call on the H100 (at 1000 bins, 500 rows took 94-370 s).
         count = 2 * rows_workers(tier, size, bins) + 1
-        rows = make_index_values(count * 18, bins, torch.int32, "uniform", gen).cuda().view(count, 18)[:, 1::2]
+        rows = helpers.make_index_values(count * 18, bins, torch.int32, "uniform", gen).cuda().view(count, 18)[:, 1::2]
         yield batched_case(
             f"{label} batched {rows.shape[0]} strided rows, two or more a worker", tier, size, rows, bins
         )
@@ -99,7 +91,7 @@ def byte_tally_cases(gen: torch.Generator):
     """Tier shared's byte tallies (counts of uint8 / int8 in work items of 16384 elements or more): 1-D misaligned,
     a range with clamp, histogram_add_, long batched rows, a hot value."""
     for dtype in (torch.uint8, torch.int8):
-        x = make_index_values(70001, 256, dtype, "uniform", gen).cuda()
+        x = helpers.make_index_values(70001, 256, dtype, "uniform", gen).cuda()
         label = f"shared byte tallies {str(dtype)[6:]}"
         yield histogram_case(f"{label} histogram misaligned", "shared", None, x[1:], 256)
         clamped_range = dict(min=-20.0, max=99.5, out_of_range="clamp")
@@ -113,14 +105,14 @@ def byte_tally_cases(gen: torch.Generator):
 def boundary_cases(gen: torch.Generator):
     """Tails and boundaries: lengths around the 16-byte vector width at misaligned starts, in every tier; bin counts
     at the edge of one block's shared memory; clusters whose every block is (nearly) full."""
-    capacity = shared_capacity()
+    capacity = helpers.shared_capacity()
     sizes = {False: (None,), True: (2, 5)}
-    tiers = [(t.name, size) for t in TIERS for size in sizes[t.cluster] if plannable(t.name, size, 256)]
-    base = make_index_values(4096, 256, torch.uint8, "uniform", gen).cuda()
+    tiers = [(t.name, size) for t in helpers.TIERS for size in sizes[t.cluster] if helpers.plannable(t.name, size, 256)]
+    base = helpers.make_index_values(4096, 256, torch.uint8, "uniform", gen).cuda()
     w = torch.rand(4096, generator=gen).cuda()
     for tier, size in tiers:
         label = f"{tier}{size or ''} bins=256"
-        sums = adds_sums(tier, size, 256)  # false for a counts-only tier
+        sums = helpers.adds_sums(tier, size, 256)  # false for a counts-only tier
         for n in (1, 15, 16, 17, 47):
             for offset in (0, 1, 7):
                 x = base[offset : offset + n]
@@ -130,18 +122,18 @@ def boundary_cases(gen: torch.Generator):
                     yield histogram_case(weighted, tier, size, x, 256, weight=w[offset : offset + n])
         rows = base[3 : 3 + 33 * 17].view(33, 17)
         yield batched_case(f"{label} batched 33 rows of 17 at offset 3", tier, size, rows, 256, dtype=torch.int32)
-    x = make_index_values(50021, capacity + 2, torch.int64, "uniform", gen).cuda()
+    x = helpers.make_index_values(50021, capacity + 2, torch.int64, "uniform", gen).cuda()
     for bins in (capacity, capacity + 1):
         name = f"auto bins={bins} (one block's capacity{' + 1' if bins > capacity else ''})"
         yield histogram_case(name, "auto", None, x, bins)
-    if cluster_available():
-        largest = max_cluster_size()
-        full = [(t.name, size) for t in TIERS if t.cluster for size in sorted({2, 7, largest})]
+    if helpers.cluster_available():
+        largest = helpers.max_cluster_size()
+        full = [(t.name, size) for t in helpers.TIERS if t.cluster for size in sorted({2, 7, largest})]
         for tier, size in full:
             bins = size * capacity - 1
-            if not plannable(tier, size, bins):  # tier exchange: its staging shares the blocks' shared memory
+            if not helpers.plannable(tier, size, bins):  # tier exchange: its staging shares the blocks' shared memory
                 bins = size * (capacity // 2) - 1
-            y = make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
+            y = helpers.make_index_values(70001, bins, torch.int32, "uniform", gen).cuda()
             yield histogram_case(f"{tier}{size} bins={bins} (full blocks)", tier, size, y, bins)
 
 
@@ -149,7 +141,7 @@ def partition_item_cases(gen: torch.Generator):
     """Tier partition's work items when the chunks outnumber kernel 3's blocks (several rounds of items) and one
     chunk holds most of the values (it is cut into many items): 4M and 16M bins, a hot chunk beside uniform values."""
     for bins in ((4 << 20) + 7, (16 << 20) + 3):
-        spread = make_index_values(1_500_007, bins, torch.int32, "uniform", gen)
+        spread = helpers.make_index_values(1_500_007, bins, torch.int32, "uniform", gen)
         x = torch.where(torch.rand(spread.numel(), generator=gen) < 0.6, spread.remainder(30011), spread).cuda()
         yield histogram_case(f"partition bins={bins} hot chunk", "partition", None, x, bins)
 
@@ -162,11 +154,11 @@ def packed_sweep_cases(gen: torch.Generator):
     counts), dense, strided, and as 3 batched rows (a flush through the replicas per row). Integer input by value
     runs the by-value body (dropping); at 2 blocks also the clamping body and the general one (a range), on data with
     values outside the bins, and int64 input."""
-    if not cluster_available():
+    if not helpers.cluster_available():
         return
     for size, bins in ((1, 100003), (2, 100003), (4, 100003), (2, 200003), (4, 200003)):
-        ranges = 1 if bins <= cluster_block_capacity() else 2
-        zipf = make_index_values(1_000_002, bins, torch.int32, "zipf", gen)
+        ranges = 1 if bins <= helpers.cluster_block_capacity() else 2
+        zipf = helpers.make_index_values(1_000_002, bins, torch.int32, "zipf", gen)
         hot = torch.full((300_007,), -(-bins // ranges) - 3, dtype=torch.int32)  # range 0's last bins: a high half
         values = torch.cat([zipf, hot])
         x = values[torch.randperm(values.numel(), generator=gen)].cuda()
@@ -188,8 +180,8 @@ def long_weighted_sum_cases(gen: torch.Generator):
     """Tier global's body for long weighted float sums (a cache that claims a slot on a bin's second add, read one
     vector at a time): 33 elements a thread on this GPU's full grid, Zipf ranks over 65539 bins, float32 and float64
     weights."""
-    n = global_tier_elements(33)
-    x = make_index_values(n, 65539, torch.int32, "zipf", gen).cuda()
+    n = helpers.global_tier_elements(33)
+    x = helpers.make_index_values(n, 65539, torch.int32, "zipf", gen).cuda()
     w = torch.randint(-1, 2, (n,), generator=gen).double().cuda()
     for weight in (w.float(), w):
         yield histogram_case(f"global long {str(weight.dtype)[6:]}-weighted", "global", None, x, 65539, weight=weight)
@@ -198,8 +190,8 @@ def long_weighted_sum_cases(gen: torch.Generator):
 def bin_index_cases(gen: torch.Generator):
     """The backward's bin-index kernel (dsmhist._bin_indices): misaligned starts and tails, strided and 2-D views, a
     data-derived range and given range keys; checked against the CPU implementation."""
-    base = make_range_values(9001, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
-    ids = make_index_values(9001, 300, torch.int32, "uniform", gen).cuda()
+    base = helpers.make_range_values(9001, -1.0, 1.0, torch.float16, "uniform", gen).cuda()
+    ids = helpers.make_index_values(9001, 300, torch.int32, "uniform", gen).cuda()
     views = [
         ("fp16 offset 1", base[1:4000], {}),
         ("fp16 n=17 offset 7", base[7:24], dict(min=-0.5, max=0.5)),
@@ -219,7 +211,7 @@ def edges_cases(gen: torch.Generator):
     """The edges ops (histogram_edges, histogramdd), the one pass in each of its modes and the two stages where it
     declines: misaligned, strided, NaN, clamp and weighted calls, edges from a few bins up to more than shared memory
     holds; checked against the CPU implementation."""
-    values = make_range_values(20011, -1.0, 1.0, torch.float32, "uniform", gen)
+    values = helpers.make_range_values(20011, -1.0, 1.0, torch.float32, "uniform", gen)
     values[::97] = float("nan")
     weights = torch.rand(20011, generator=gen, dtype=torch.float64)
     for bins in (3, 1000, 9000):
@@ -232,7 +224,7 @@ def edges_cases(gen: torch.Generator):
         for what, data, kwargs in calls:
             name = f"auto histogram_edges bins={bins} {what}"
             yield cpu_checked_case(name, torch_dsmhist.histogram_edges, data, edges, **kwargs)
-    points = make_range_values(3 * 7001, -1.0, 1.0, torch.float32, "uniform", gen).view(7001, 3)
+    points = helpers.make_range_values(3 * 7001, -1.0, 1.0, torch.float32, "uniform", gen).view(7001, 3)
     grid = [torch.sort(torch.rand(n + 1, generator=gen) * 2 - 1).values for n in (5, 64, 200)]
     yield cpu_checked_case("auto histogramdd 5x64x200 strided points", torch_dsmhist.histogramdd, points[1:, :], grid)
     # Dense, aligned 3-D points: the 3-dim kernel's vector loads, 7001 points (a tail past the last whole vector).
@@ -297,7 +289,7 @@ def moe_cases(gen: torch.Generator):
 def histogram_case(name: str, tier: str, size, data: torch.Tensor, bins: int, **kwargs):
     """A case of torch_dsmhist.histogram(data, bins, **kwargs), expected to equal the reference of the same call."""
     call = functools.partial(torch_dsmhist.histogram, data, bins, **kwargs)
-    expected = functools.partial(reference_histogram, data, bins, **kwargs)
+    expected = functools.partial(helpers.reference_histogram, data, bins, **kwargs)
     return name, tier, size, call, expected
 
 
@@ -305,13 +297,19 @@ def histogram_add_case(name: str, tier: str, size, data: torch.Tensor, bins: int
     """A case of torch_dsmhist.histogram_add_ of `data` into `bins` ones of `dtype` (so a bin the kernel overwrites,
     rather than adds to, is caught), expected to equal 1 + the reference."""
     call = functools.partial(torch_dsmhist.histogram_add_, torch.ones(bins, dtype=dtype, device="cuda"), data)
-    return name, tier, size, call, lambda: 1 + reference_histogram(data, bins, dtype=dtype)
+    return name, tier, size, call, lambda: 1 + helpers.reference_histogram(data, bins, dtype=dtype)
 
 
 def batched_case(name: str, tier: str, size, rows: torch.Tensor, bins: int, **kwargs):
     """A case of torch_dsmhist.batched_histogram(rows, bins, **kwargs), expected to equal the reference of each row."""
     call = functools.partial(torch_dsmhist.batched_histogram, rows, bins, **kwargs)
-    return name, tier, size, call, lambda: torch.stack([reference_histogram(row, bins, **kwargs) for row in rows.cpu()])
+    return (
+        name,
+        tier,
+        size,
+        call,
+        lambda: torch.stack([helpers.reference_histogram(row, bins, **kwargs) for row in rows.cpu()]),
+    )
 
 
 def on_device(value, device: str):
@@ -339,7 +337,7 @@ def deterministic(case):
     name, tier, size, call, expected = case
 
     def deterministic_call():
-        with deterministic_algorithms():
+        with helpers.deterministic_algorithms():
             return call()
 
     return name, tier, size, deterministic_call, expected

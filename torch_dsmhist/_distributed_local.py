@@ -72,12 +72,11 @@ def data_range_step(
             "torch_dsmhist._histogram_with_range_keys",
             input,
             bins,
-            None,
-            None,
+            (None, None),
             weight,
             out_of_range,
             dtype,
-            batched,
+            batched=batched,
             target=keys,
         )
 

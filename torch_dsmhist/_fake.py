@@ -39,8 +39,9 @@ def _input(a: Arguments) -> torch.Tensor:
 
 def _histogram_check(a: Arguments, op: str, batched: bool = False) -> torch.dtype:
     return check_call(
-        "histogram", op, a["input"], a["bins"], a["min"], a["max"], a["weight"], a["out_of_range"], a["dtype"], batched
-    )
+        "histogram", op, a["input"], a["bins"], (a["min"], a["max"]), a["weight"], a["out_of_range"], a["dtype"],
+        batched=batched,
+    )  # fmt: skip
 
 
 def _histogram(a: Arguments) -> torch.Tensor:
@@ -58,7 +59,7 @@ def _into(target: str, op: str, accumulate: Optional[bool]) -> Callable[[Argumen
     def fake(a: Arguments) -> None:
         adds = a["accumulate"] if accumulate is None else accumulate
         check_call(
-            "into", op, a["input"], 0, a["min"], a["max"], a["weight"], a["out_of_range"], a.get("dtype"),
+            "into", op, a["input"], 0, (a["min"], a["max"]), a["weight"], a["out_of_range"], a.get("dtype"),
             target=a[target], accumulate=adds,
         )  # fmt: skip
         check_into_memory_traced(op, target, a[target], a["input"], a["weight"])
@@ -73,8 +74,8 @@ def _finite_range_keys(a: Arguments) -> torch.Tensor:
 
 def _histogram_with_range_keys(a: Arguments) -> torch.Tensor:
     dtype = check_call(
-        "range_keys", "torch_dsmhist._histogram_with_range_keys", a["input"], a["bins"], None, None, a["weight"],
-        a["out_of_range"], a["dtype"], a["batched"], target=a["range_keys"],
+        "range_keys", "torch_dsmhist._histogram_with_range_keys", a["input"], a["bins"], (None, None), a["weight"],
+        a["out_of_range"], a["dtype"], batched=a["batched"], target=a["range_keys"],
     )  # fmt: skip
     shape = (*a["input"].shape[:-1], a["bins"]) if a["batched"] else (a["bins"],)
     return _input(a).new_empty(shape, dtype=dtype)
@@ -82,7 +83,7 @@ def _histogram_with_range_keys(a: Arguments) -> torch.Tensor:
 
 def _bin_indices(a: Arguments) -> torch.Tensor:
     check_call(
-        "bin_indices", "torch_dsmhist._bin_indices", a["input"], a["bins"], a["min"], a["max"], None,
+        "bin_indices", "torch_dsmhist._bin_indices", a["input"], a["bins"], (a["min"], a["max"]), None,
         a["out_of_range"], target=a["range_keys"],
     )  # fmt: skip
     return torch.empty_like(_input(a), dtype=torch.int64, memory_format=torch.contiguous_format)

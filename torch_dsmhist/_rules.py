@@ -205,18 +205,18 @@ def check_call(
     op: str,
     input: torch.Tensor,
     bins: int,
-    min: Optional[float] = None,
-    max: Optional[float] = None,
+    bounds: Tuple[Optional[float], Optional[float]] = (None, None),
     weight: Optional[torch.Tensor] = None,
     out_of_range: str = "ignore",
     dtype: Optional[torch.dtype] = None,
+    *,
     batched: bool = False,
     target: Optional[torch.Tensor] = None,
     accumulate: bool = False,
 ) -> torch.dtype:
     """Run the C++ checks of op ``op`` on these arguments' metadata; return the output dtype (one rule, in C++).
 
-    ``kind`` selects the op's rules: "histogram" (histogram, batched_histogram), "into" (histogram_add_ and
+    ``bounds`` is the call's ``(min, max)``. ``kind`` selects the op's rules: "histogram" (histogram, batched_histogram), "into" (histogram_add_ and
     histogram(out=); ``target`` is hist / out), "range_keys" (``target`` is range_keys), "finite_range",
     "bin_indices". Raises what the real op raises for bad arguments (ValueError naming the argument). It reads only
     dtypes, shapes and devices, so it works on fake and meta tensors, with symbolic sizes under torch.compile.
@@ -232,8 +232,8 @@ def check_call(
             list(input.shape),
             input.device,
             bins,
-            min,
-            max,
+            bounds[0],
+            bounds[1],
             weight_dtype,
             weight_shape,
             weight_device,

@@ -150,7 +150,7 @@ def histogram(
 
     if out is None:
         count_dtype = _rules.check_call(
-            "histogram", "torch_dsmhist.histogram", input, bins, min, max, weight, out_of_range, dtype
+            "histogram", "torch_dsmhist.histogram", input, bins, (min, max), weight, out_of_range, dtype
         )
     else:
         check_target(op, "out", out, input, weight)
@@ -165,8 +165,7 @@ def histogram(
             "torch_dsmhist.histogram",
             input,
             bins,
-            min,
-            max,
+            (min, max),
             weight,
             out_of_range,
             dtype,
@@ -182,7 +181,7 @@ def histogram(
             dtype if weight is not None or out is None or out.dtype not in (torch.int64, torch.int32) else out.dtype
         )
         range_dtype = _rules.check_call(
-            "histogram", "torch_dsmhist.histogram", input, bins, None, None, weight, out_of_range, op_dtype
+            "histogram", "torch_dsmhist.histogram", input, bins, (None, None), weight, out_of_range, op_dtype
         )
         if out is not None and out.dtype != range_dtype:
             raise ValueError(
@@ -295,9 +294,8 @@ def batched_histogram(
     else:
         with torch.no_grad():
             tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
-    count_dtype = _rules.check_call(
-        "histogram", "torch_dsmhist.batched_histogram", input, bins, min, max, weight, out_of_range, dtype, batched=True
-    )
+    rules = ("histogram", "torch_dsmhist.batched_histogram")
+    count_dtype = _rules.check_call(*rules, input, bins, (min, max), weight, out_of_range, dtype, batched=True)
     codes, shown = call_signature(
         op, bins, mode, min, max, out_of_range, False, count_dtype, input.device, tuple(input.shape[:-1])
     )
