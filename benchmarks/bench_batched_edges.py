@@ -29,17 +29,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from benchlib import (
-    copy_bandwidth,
-    fmt,
-    gpu_benchmark_args,
-    md_table,
-    median_event_ms,
-    run_facts,
-    timings_text,
-    torch_dsmhist,
-    write_results_section,
-)
+import benchlib as bl
+from benchlib import torch_dsmhist
 
 SECTION = "batched-edges"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
@@ -79,7 +70,7 @@ def run_case(dtype: torch.dtype, images: int, copy_bw: float, gen: torch.Generat
     expected = calls["batched"]()
     times: Dict[str, Optional[float]] = {"floor": data.numel() * data.element_size() / copy_bw * 1e3}
     for name, call in calls.items():
-        times[name] = median_event_ms(call, WARMUP, REPS) if torch.equal(call(), expected) else None
+        times[name] = bl.median_event_ms(call, WARMUP, REPS) if torch.equal(call(), expected) else None
     return times
 
 
@@ -126,7 +117,7 @@ def run_sketch(rows: int, copy_bw: float, gen: torch.Generator) -> Dict[str, Opt
     expected = calls["per-row edges"]()
     times: Dict[str, Optional[float]] = {"floor": data.numel() * 4 / copy_bw * 1e3}
     for name, call in calls.items():
-        times[name] = median_event_ms(call, WARMUP, REPS) if torch.equal(call(), expected) else None
+        times[name] = bl.median_event_ms(call, WARMUP, REPS) if torch.equal(call(), expected) else None
     return times
 
 
@@ -144,8 +135,8 @@ def render_sketch(t: Dict[str, Optional[float]], rows: int) -> List[str]:
         "",
     ]
     header = [*columns, "searchsorted + bincount / ours", "bucketize + scatter_add_ / ours (target >= 15x)"]
-    cells = [fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns]
-    return lines + md_table(header, [cells + [best, verdict]])
+    cells = [bl.fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns]
+    return lines + bl.md_table(header, [cells + [best, verdict]])
 
 
 def render(results: List[Tuple[str, Dict[str, Optional[float]]]], images: int) -> str:
@@ -156,41 +147,41 @@ def render(results: List[Tuple[str, Dict[str, Optional[float]]]], images: int) -
         ratio = idiom / ours if ours and idiom else None
         verdict = "n/a" if ratio is None else f"{'met' if ratio >= TARGET else 'missed'}: {ratio:.2f}x"
         loop = f"{t['loop'] / ours:.1f}x" if ours and t.get("loop") else "n/a"
-        rows.append([label] + [fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns] + [loop, verdict])
+        rows.append([label] + [bl.fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns] + [loop, verdict])
     lines = [
         "# Batched histogramdd and per-row edges (benchmarks/bench_batched_edges.py)",
         "",
-        f"{run_facts()} {images} RGB 224x224 images as points [{images}, 50176, 3], 16 bins a channel ([{images}, "
+        f"{bl.run_facts()} {images} RGB 224x224 images as points [{images}, 50176, 3], 16 bins a channel ([{images}, "
         f"16, 16, 16]); median ms of {REPS} CUDA-event timings after {WARMUP} warm-ups. loop: one unbatched "
         "histogramdd call per image. floor: the images' bytes at the measured copy bandwidth. Target (issue 50): "
         "batched >= 2.5x one offset bincount.",
         "",
     ]
     header = ["images", *columns, "loop / batched", "offset bincount / batched (target >= 2.5x)"]
-    lines += md_table(header, rows)
+    lines += bl.md_table(header, rows)
     return "\n".join(lines)
 
 
 def main() -> int:
-    args = gpu_benchmark_args("bench_batched_edges", __doc__, quick="16 images; RESULTS.md is left as it is")
+    args = bl.gpu_benchmark_args("bench_batched_edges", __doc__, quick="16 images; RESULTS.md is left as it is")
     if args is None:
         return 2
     images = 16 if args.quick else IMAGES
-    copy_bw = copy_bandwidth(images * PIXELS * CHANNELS * 4)
+    copy_bw = bl.copy_bandwidth(images * PIXELS * CHANNELS * 4)
     gen = torch.Generator(device="cuda").manual_seed(50)
     results = []
     for dtype in (torch.uint8, torch.float32):
         times = run_case(dtype, images, copy_bw, gen)
         torch.cuda.empty_cache()
         label = str(dtype).replace("torch.", "")
-        print(f"{label}: {timings_text(times)}", flush=True)
+        print(f"{label}: {bl.timings_text(times)}", flush=True)
         results.append((label, times))
     rows = (1 << 16) if args.quick else (1 << 22)
     sketch = run_sketch(rows, copy_bw, gen)
-    print(f"sketch: {timings_text(sketch)}", flush=True)
+    print(f"sketch: {bl.timings_text(sketch)}", flush=True)
     section = render(results, images) + "\n" + "\n".join(render_sketch(sketch, rows))
     if not args.quick:
-        write_results_section(SECTION, section, args.out_dir)
+        bl.write_results_section(SECTION, section, args.out_dir)
     print(section, flush=True)
     failed = any(v is None for _, t in results for v in t.values()) or any(v is None for v in sketch.values())
     return 1 if failed else 0

@@ -46,28 +46,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from benchlib import (
-    HERE,
-    Cell,
-    copy_bandwidth,
-    copy_into,
-    first_line,
-    fmt,
-    git_commit,
-    log,
-    md_table,
-    median_event_ms,
-    progress,
-    release,
-    throughput_plot,
-    today,
-    torch_dsmhist,
-    wall_median_ms,
-    write_results_section,
-)
+import benchlib as bl
+from benchlib import torch_dsmhist
 
 SECTION = "edges-benchmark"  # this script's section of RESULTS.md
-PLOTS = HERE / "plots"
+PLOTS = bl.HERE / "plots"
 QUICK_SHIFT = 6  # --quick: each input 2^6 times smaller
 CPU_SHIFT = 4  # torch CPU runs on the first 1/2^4 of each input
 SHARED_MAX_BINS = 32768  # two stages: the shared tier up to this many bins in all, the exchange tier above
@@ -141,7 +124,7 @@ def stages_tier(case: Case) -> str:
 class Result:
     case: Case
     cpu_scale: float = 1.0  # the op's input size / torch CPU's (the CPU contender runs on fewer values)
-    cells: Dict[str, Cell] = field(default_factory=dict)
+    cells: Dict[str, bl.Cell] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,7 +186,7 @@ def speedup(result: Result, over: str) -> Optional[float]:
 
 
 def target_text(case: Case) -> str:
-    parts = [f"<= {fmt(case.max_ms)} ms"] if case.max_ms is not None else []
+    parts = [f"<= {bl.fmt(case.max_ms)} ms"] if case.max_ms is not None else []
     parts += [f">= {factor:g}x {LABELS[name]}" for name, factor in case.min_speedups]
     parts += [f"{LABELS[name]} <= {factor:g}x {LABELS[reference]}" for name, factor, reference in case.within]
     return ", ".join(parts)
@@ -218,7 +201,7 @@ def verdict(result: Result) -> str:
     misses: List[str] = []
     unknown: List[str] = []
     if case.max_ms is not None and ours > case.max_ms:
-        misses.append(f"{fmt(ours)} ms is {ours / case.max_ms:.2f}x the {fmt(case.max_ms)} ms target")
+        misses.append(f"{bl.fmt(ours)} ms is {ours / case.max_ms:.2f}x the {bl.fmt(case.max_ms)} ms target")
     for name, factor in case.min_speedups:
         got = speedup(result, name)
         if got is None:
@@ -231,7 +214,7 @@ def verdict(result: Result) -> str:
             unknown += [LABELS[k] for k in (name, reference) if timed(result, k) is None and LABELS[k] not in unknown]
         elif mine > factor * theirs:
             misses.append(
-                f"{LABELS[name]} {fmt(mine)} ms is {mine / theirs:.2f}x {LABELS[reference]}'s {fmt(theirs)} ms, "
+                f"{LABELS[name]} {bl.fmt(mine)} ms is {mine / theirs:.2f}x {LABELS[reference]}'s {bl.fmt(theirs)} ms, "
                 f"not <= {factor:g}x"
             )
     suffix = f" ({', '.join(unknown)} not measured)" if unknown else ""
@@ -293,8 +276,8 @@ def render(results: Sequence[Result], copy_bw: float, device: str, cupy_source: 
     lines = [
         "## Bin edges and N-D histograms (issue 50): median ms of CUDA events" + (" (--quick sizes)" if quick else ""),
         "",
-        f"- Device: {device}; torch {torch.__version__}; CuPy: {cupy_source}; date {today()}; "
-        f"git commit: {git_commit()}",
+        f"- Device: {device}; torch {torch.__version__}; CuPy: {cupy_source}; date {bl.today()}; "
+        f"git commit: {bl.git_commit()}",
         "- Input: float32 from randn, the size in the input column (N-D: points [N, D], each coordinate 0.6x the "
         "previous one + 0.8x a new randn, so they are correlated); edges: a sorted randn sample (1-D: that many edges; "
         f"N-D: bins + 1 per dim), or `torch.linspace({lo:g}, {hi:g}, 1001)` in the linspace case. Counts int64.",
@@ -318,7 +301,7 @@ def render(results: Sequence[Result], copy_bw: float, device: str, cupy_source: 
         "on the whole input (differences are noted below the table).",
         "",
     ]
-    lines += md_table(header, rows)
+    lines += bl.md_table(header, rows)
     if notes:
         lines += ["Notes:", ""] + notes + [""]
     lines += [
@@ -351,7 +334,7 @@ def plot(results: Sequence[Result], copy_bw: float, quick: bool) -> List[Path]:
                 series.setdefault(label, []).append((result.case.size, count / (cell.measured * 1e-3)))
         unit = "values" if dims == 1 else "points"
         item_bytes = input_bytes(chosen[0].case, 1)
-        if throughput_plot(
+        if bl.throughput_plot(
             PLOTS / name,
             series,
             f"{dims}-D histogram over edges, {n_label(sizes(chosen[0].case, quick)[0])} float32 {unit}",
@@ -379,7 +362,7 @@ def load_cupy():
         accelerators = os.environ.get("CUPY_ACCELERATORS", "CuPy's default")
         return cupy, f"{cupy.__version__} (CUPY_ACCELERATORS: {accelerators})"
     except Exception as error:  # an installed but unusable CuPy (wrong CUDA major) leaves its column n/a
-        return None, f"unusable ({first_line(error)})"
+        return None, f"unusable ({bl.first_line(error)})"
 
 
 def make_inputs(case: Case, n: int, gen: torch.Generator) -> Tuple[torch.Tensor, List[torch.Tensor]]:
@@ -428,22 +411,22 @@ def as_counts(result) -> torch.Tensor:
     return (result if isinstance(result, torch.Tensor) else torch.from_dlpack(result)).to(torch.int64)
 
 
-def check_and_time(name: str, call: Callable, expected: torch.Tensor, warmup: int, reps: int) -> Tuple[Cell, bool]:
+def check_and_time(name: str, call: Callable, expected: torch.Tensor, warmup: int, reps: int) -> Tuple[bl.Cell, bool]:
     """The contender's cell, timed only once its result was checked against the op's; and whether it is a
     torch_dsmhist result that was wrong (or raised)."""
     ours = name in OURS
     try:
         got = as_counts(call())
     except Exception as error:  # another library running out of memory must not stop the benchmark
-        return Cell(status="ERROR" if ours else "n/a", note=first_line(error)), ours
+        return bl.Cell(status="ERROR" if ours else "n/a", note=bl.first_line(error)), ours
     differing = int((got != expected).sum())
     del got
     if differing and ours:
-        return Cell(status="FAIL", note=f"{differing} bins differ from the op"), True
+        return bl.Cell(status="FAIL", note=f"{differing} bins differ from the op"), True
     note = f"{differing} bins differ from the op" if differing else ""
     if differing and name == "minmax":
         note += " (its equal-width arithmetic against torch.linspace's rounded edges: a different contender)"
-    return Cell(median_event_ms(call, warmup, reps), note=note), False
+    return bl.Cell(bl.median_event_ms(call, warmup, reps), note=note), False
 
 
 def measure(
@@ -460,9 +443,9 @@ def measure(
         ours_on_subset = torch_dsmhist.histogramdd(data[:n_cpu], edges)
     if not torch.equal(ours_on_subset.cpu(), cpu_call().to(torch.int64)):
         wrong = True
-        result.cells["op"] = Cell(status="FAIL", note=f"differs from torch's CPU result on {n_label(n_cpu)} values")
+        result.cells["op"] = bl.Cell(status="FAIL", note=f"differs from torch's CPU result on {n_label(n_cpu)} values")
         return result, wrong
-    result.cells["cpu"] = Cell(wall_median_ms(cpu_call, reps=5))
+    result.cells["cpu"] = bl.Cell(bl.wall_median_ms(cpu_call, reps=5))
 
     calls = contenders(case, data, edges, cupy)
     expected = as_counts(calls["op"]())
@@ -473,7 +456,7 @@ def measure(
             result.cells[name], failed = check_and_time(name, call, expected, warmup, reps)
         wrong |= failed
     del expected
-    result.cells["floor"] = Cell(input_bytes(case, data.shape[0]) / copy_bw * 1e3)
+    result.cells["floor"] = bl.Cell(input_bytes(case, data.shape[0]) / copy_bw * 1e3)
     return result, wrong
 
 
@@ -488,26 +471,26 @@ def main() -> int:
         return 2
     warmup, reps = (2, 5) if args.quick else (3, 15)
     cupy, cupy_source = load_cupy()
-    copy_bw = copy_bandwidth(max(input_bytes(c, sizes(c, args.quick)[0]) for c in CASES))
-    log(f"{torch.cuda.get_device_name()}: copy {copy_bw / 1e12:.2f} TB/s; CuPy {cupy_source}; seed {args.seed}")
+    copy_bw = bl.copy_bandwidth(max(input_bytes(c, sizes(c, args.quick)[0]) for c in CASES))
+    bl.log(f"{torch.cuda.get_device_name()}: copy {copy_bw / 1e12:.2f} TB/s; CuPy {cupy_source}; seed {args.seed}")
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
     results, failed = [], False
-    for (case,) in progress([(c,) for c in CASES], "bench_edges"):
+    for (case,) in bl.progress([(c,) for c in CASES], "bench_edges"):
         n, n_cpu = sizes(case, args.quick)
         data, edges = make_inputs(case, n, gen)
         result, wrong = measure(case, data, edges, cupy, n_cpu, copy_bw, warmup, reps)
         failed |= wrong
         results.append(result)
-        log(
+        bl.log(
             f"{case.label}: "
             + ", ".join(f"{LABELS[k]} {c.text()}" for k, c in result.cells.items())
             + f" -> {verdict(result)}"
         )
         del data, edges
-        release()
+        bl.release()
     section = render(results, copy_bw, torch.cuda.get_device_name(), cupy_source, args.quick)
-    write_results_section(SECTION, section, args.out_dir)
-    copy_into(args.out_dir, plot(results, copy_bw, args.quick))
+    bl.write_results_section(SECTION, section, args.out_dir)
+    bl.copy_into(args.out_dir, plot(results, copy_bw, args.quick))
     print(section)
     return 1 if failed else 0
 

@@ -170,19 +170,16 @@ def sorted_size(numel: int, block_size: int, num_experts: int, pad_sorted_ids: b
 
 
 def torch_align_block_size(
-    topk_ids: torch.Tensor,
-    block_size: int,
-    num_experts: int,
-    expert_map: Optional[torch.Tensor] = None,
-    pad_sorted_ids: bool = False,
+    ids: torch.Tensor, block_size: int, num_experts: int, expert_map: Optional[torch.Tensor] = None, pad: bool = False
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """moe_align_block_size in plain torch, as a user without vLLM writes it: (sorted_token_ids, expert_ids,
-    num_tokens_post_pad), int32, equal to the op's (each expert's ids in increasing flat index: the stable argsort).
+    num_tokens_post_pad), int32, equal to the op's (each expert's ids in increasing flat index: the stable argsort);
+    `pad` is the op's pad_sorted_ids.
 
     It synchronises twice on CUDA: torch.bincount reads the ids' max back, and repeat_interleave (the expert of each
     block) reads its output size back. Dropped ids (outside [0, num_experts), or mapped to a negative local id) go
     to a spare expert num_experts that sorts last and is cut off."""
-    flat = topk_ids.reshape(-1).long()
+    flat = ids.reshape(-1).long()
     numel = flat.numel()
     valid = (flat >= 0) & (flat < num_experts)
     if expert_map is not None:
@@ -194,7 +191,7 @@ def torch_align_block_size(
     starts = torch.cumsum(counts, 0) - counts
     order = torch.argsort(key, stable=True)  # flat indices grouped by expert, in increasing flat index
     expert = key[order]
-    size = sorted_size(numel, block_size, num_experts, pad_sorted_ids)
+    size = sorted_size(numel, block_size, num_experts, pad)
     kept = expert < num_experts
     e = expert.clamp(max=num_experts - 1)
     rank = torch.arange(numel, device=flat.device) - starts[e]  # the id's place among its expert's ids

@@ -38,24 +38,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from benchlib import (
-    DISTRIBUTIONS,
-    device_boundaries,
-    event_ms,
-    exit_status,
-    first_line,
-    fmt,
-    forced,
-    git_commit,
-    graph_ms,
-    make_values,
-    md_table,
-    progress,
-    release,
-    today,
-    torch_dsmhist,
-    write_results_section,
-)
+import benchlib as bl
+from benchlib import torch_dsmhist
 
 SECTION = "plan"  # this script's section of RESULTS.md
 WEIGHTED_SECTION = "plan-weighted"
@@ -80,15 +64,15 @@ def timed(call, reference: torch.Tensor, reps: int, check=None) -> Tuple[Optiona
         if not (check(got, reference) if check else torch.equal(got, reference)):
             return None, "FAIL"
         del got
-        first = event_ms(call, 1)[0]
+        first = bl.event_ms(call, 1)[0]
         if first < 100:
             # Two more warm-up calls, added for the first case of a bin count (uniform, auto), which read 8-9% slow
             # after one; it still reads 5-12% slow after three, an order effect of the run (NOTES.md).
-            event_ms(call, 2)
+            bl.event_ms(call, 2)
         runs = reps if first < 100 else 1
-        return statistics.median(event_ms(call, runs)), "ok"
+        return statistics.median(bl.event_ms(call, runs)), "ok"
     except ValueError as error:
-        return None, "n/a: " + first_line(error)[:60]
+        return None, "n/a: " + bl.first_line(error)[:60]
 
 
 def header(title: str, failures: List[str], started: float) -> List[str]:
@@ -99,7 +83,7 @@ def header(title: str, failures: List[str], started: float) -> List[str]:
         lines += ["**CORRECTNESS FAILURES:** " + "; ".join(failures), ""]
     return lines + [
         f"- Device: {torch.cuda.get_device_name(0)} ({props.multi_processor_count} SMs); torch "
-        f"{torch.__version__}; date {today()}; git commit: {git_commit()}; "
+        f"{torch.__version__}; date {bl.today()}; git commit: {bl.git_commit()}; "
         f"{time.perf_counter() - started:.0f} s"
     ]
 
@@ -107,9 +91,9 @@ def header(title: str, failures: List[str], started: float) -> List[str]:
 def finish(name: str, lines: List[str], failures: List[str], out_dir: Optional[Path]) -> int:
     """Writes section `name` of RESULTS.md, prints it and the failures; the exit status."""
     section = "\n".join(lines) + "\n"
-    write_results_section(name, section, out_dir)
+    bl.write_results_section(name, section, out_dir)
     print(section)
-    return exit_status(failures)
+    return bl.exit_status(failures)
 
 
 def weighted_call(tier: str, x: torch.Tensor, bins: int, weight: torch.Tensor, deterministic: bool):
@@ -150,9 +134,9 @@ def weighted_main(args) -> int:
     tiers = ("auto", "cluster", "global", "partition")
     rows: Dict[Tuple[int, str, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
-    for bins, distribution in progress([(b, d) for b in bins_list for d in DISTRIBUTIONS], "cases"):
+    for bins, distribution in bl.progress([(b, d) for b in bins_list for d in bl.DISTRIBUTIONS], "cases"):
         gen = torch.Generator(device="cuda").manual_seed(bins)
-        x = make_values(distribution, args.n, bins, torch.int32, gen)
+        x = bl.make_values(distribution, args.n, bins, torch.int32, gen)
         w64 = torch.randint(0, 4, (args.n,), generator=gen, device="cuda").double()
         reference = torch.bincount(x, weights=w64, minlength=bins)
         for caller, dtype, deterministic in callers:
@@ -167,9 +151,9 @@ def weighted_main(args) -> int:
             ]
             rows[(bins, distribution, caller)] = cells
             del w
-            release()
+            bl.release()
         del x, w64, reference
-        release()
+        bl.release()
 
     lines = header("# Plan thresholds for weighted sums (benchmarks/bench_plan.py --weighted)", failures, started)
     lines += [
@@ -185,16 +169,18 @@ def weighted_main(args) -> int:
         body = []
         for bins in bins_list:
             worst: Dict[str, float] = {}  # "a/b": the largest ratio of tier a's time to tier b's over distributions
-            for d in DISTRIBUTIONS:
+            for d in bl.DISTRIBUTIONS:
                 cells = rows[(bins, d, caller)]
-                body.append([str(bins), d] + [fmt(cells[t][0]) if cells[t][1] == "ok" else cells[t][1] for t in tiers])
+                body.append(
+                    [str(bins), d] + [bl.fmt(cells[t][0]) if cells[t][1] == "ok" else cells[t][1] for t in tiers]
+                )
                 for a, b in RIVALS:
                     if cells[a][0] and cells[b][0]:
                         worst[f"{a}/{b}"] = max(worst.get(f"{a}/{b}", 0.0), cells[a][0] / cells[b][0])
                         worst[f"{b}/{a}"] = max(worst.get(f"{b}/{a}", 0.0), cells[b][0] / cells[a][0])
             verdict.append([caller, str(bins)] + [f"{worst[k]:.2f}" if k in worst else "—" for k in VERDICT_RATIOS])
-        lines += md_table(["bins", "distribution"] + list(tiers), body)
-    lines += ["## Verdict", ""] + md_table(
+        lines += bl.md_table(["bins", "distribution"] + list(tiers), body)
+    lines += ["## Verdict", ""] + bl.md_table(
         ["sum", "bins"] + [f"{k.replace('/', ' / ')} (worst)" for k in VERDICT_RATIOS], verdict
     )
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py --weighted`."]
@@ -212,25 +198,25 @@ def small_main(args) -> int:
         for logn in (21, 22, 23, 24)
         for d in ("uniform", "one_hot")
     ]
-    for bins, logn, distribution in progress(cases, "small calls"):
+    for bins, logn, distribution in bl.progress(cases, "small calls"):
         gen = torch.Generator(device="cuda").manual_seed(bins + logn)
-        x = make_values(distribution, 2**logn, bins, torch.int32, gen)
+        x = bl.make_values(distribution, 2**logn, bins, torch.int32, gen)
         reference = torch.bincount(x, minlength=bins)
         row = [str(bins), f"2^{logn}", distribution, torch_dsmhist.plan(bins, n=x.numel()).tier]
         for tier in tiers:
             name, _, size = tier.partition(" ")
-            call = forced(name, x, bins, cluster_size=int(size) if size else None)
+            call = bl.forced(name, x, bins, cluster_size=int(size) if size else None)
             try:
                 if not torch.equal(call(), reference):
                     failures.append(f"{tier} @ {bins} 2^{logn} {distribution}")
                     row.append("**FAIL**")
                     continue
-                row.append(f"{graph_ms(call, args.reps) * 1000:.1f}")
+                row.append(f"{bl.graph_ms(call, args.reps) * 1000:.1f}")
             except ValueError:
                 row.append("n/a")
         body.append(row)
         del x, reference
-        release()
+        bl.release()
     lines = header("# Plan thresholds, small calls (benchmarks/bench_plan.py --small)", failures, started)
     lines += [
         "- int32 values, us of device time per call (CUDA-graph replay of 20 calls, median of "
@@ -240,7 +226,7 @@ def small_main(args) -> int:
         "`cluster 1`: in clusters of one block (n/a: they cannot hold the bins).",
         "",
     ]
-    lines += md_table(["bins", "values", "distribution", "planned"] + list(tiers), body)
+    lines += bl.md_table(["bins", "values", "distribution", "planned"] + list(tiers), body)
     lines += ["", "Reproduce: `python benchmarks/bench_plan.py --small`."]
     return finish(SMALL_SECTION, lines, failures, args.out_dir)
 
@@ -262,7 +248,7 @@ def main() -> int:
     if args.small:
         return small_main(args)
     started = time.perf_counter()
-    shared, largest = device_boundaries()
+    shared, largest = bl.device_boundaries()
     if largest == shared:
         print("no cluster tier on this device / build: nothing to measure")
         return 0
@@ -291,30 +277,30 @@ def main() -> int:
     )
     rows: Dict[Tuple[int, str], Dict[str, Tuple[Optional[float], str]]] = {}
     failures: List[str] = []
-    todo = [(bins, d) for bins in bins_list for d in DISTRIBUTIONS]
-    for bins, distribution in progress(todo, "cases"):
+    todo = [(bins, d) for bins in bins_list for d in bl.DISTRIBUTIONS]
+    for bins, distribution in bl.progress(todo, "cases"):
         gen = torch.Generator(device="cuda").manual_seed(bins)
-        x = make_values(distribution, args.n, bins, torch.int32, gen)
+        x = bl.make_values(distribution, args.n, bins, torch.int32, gen)
         reference = torch.bincount(x, minlength=bins)
         cells: Dict[str, Tuple[Optional[float], str]] = {}
         cells["auto"] = timed(lambda: torch_dsmhist.histogram(x, bins), reference, args.reps)
-        cells["global"] = timed(forced("global", x, bins), reference, args.reps)
-        cells["partition"] = timed(forced("partition", x, bins), reference, args.reps)
+        cells["global"] = timed(bl.forced("global", x, bins), reference, args.reps)
+        cells["partition"] = timed(bl.forced("partition", x, bins), reference, args.reps)
         if plannable_here("exchange", bins):
-            cells["exchange"] = timed(forced("exchange", x, bins), reference, args.reps)
+            cells["exchange"] = timed(bl.forced("exchange", x, bins), reference, args.reps)
         # Blocks of the smallest cluster that holds the bins: tier cluster packs two counts a word, cluster_dsmem not.
         smallest = -(-bins // (2 * shared))
         if -(-bins // shared) <= 16:
             cells["cluster_dsmem"] = timed(
-                forced("cluster_dsmem", x, bins, cluster_size=max(2, -(-bins // shared))), reference, args.reps
+                bl.forced("cluster_dsmem", x, bins, cluster_size=max(2, -(-bins // shared))), reference, args.reps
             )
         if smallest <= 16:
             for size in sorted({smallest, min(smallest + 1, 16), min(2 * smallest, 16), 16}):
-                cells[f"cluster {size}"] = timed(forced("cluster", x, bins, cluster_size=size), reference, args.reps)
+                cells[f"cluster {size}"] = timed(bl.forced("cluster", x, bins, cluster_size=size), reference, args.reps)
         failures += [f"{name} @ {bins} {distribution}" for name, (_, status) in cells.items() if status == "FAIL"]
         rows[(bins, distribution)] = cells
         del x, reference
-        release()
+        bl.release()
 
     title = "# Plan thresholds, selected bin counts" if args.bins else "# Plan thresholds"
     lines = header(f"{title} (benchmarks/bench_plan.py)", failures, started)
@@ -339,17 +325,17 @@ def main() -> int:
     for bins in bins_list:
         body = []
         names: List[str] = []
-        for d in DISTRIBUTIONS:
+        for d in bl.DISTRIBUTIONS:
             for name in rows[(bins, d)]:
                 if name not in names:
                     names.append(name)
         worst = partition_worst = global_worst = exchange_worst = other_worst = None
-        for d in DISTRIBUTIONS:
+        for d in bl.DISTRIBUTIONS:
             cells = rows[(bins, d)]
             body.append(
                 [d]
                 + [
-                    fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else (cells[n][1] if n in cells else "")
+                    bl.fmt(cells[n][0]) if n in cells and cells[n][1] == "ok" else (cells[n][1] if n in cells else "")
                     for n in names
                 ]
             )
@@ -374,9 +360,9 @@ def main() -> int:
         lines += [
             f"## {bins} bins" + (f" — best cluster / global, worst distribution: {worst:.2f}" if worst else ""),
             "",
-        ] + md_table(["distribution"] + names, body)
+        ] + bl.md_table(["distribution"] + names, body)
     ratio = lambda r: f"{r:.2f}" if r else "—"
-    lines += ["## Verdict", ""] + md_table(
+    lines += ["## Verdict", ""] + bl.md_table(
         [
             "bins",
             "best cluster / global (worst distribution)",

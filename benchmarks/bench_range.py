@@ -19,18 +19,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from benchlib import (
-    Cub,
-    copy_bandwidth,
-    fmt,
-    gpu_benchmark_args,
-    md_table,
-    median_event_ms,
-    run_facts,
-    timings_text,
-    torch_dsmhist,
-    write_results_section,
-)
+import benchlib as bl
+from benchlib import torch_dsmhist
 
 SECTION = "range-binning"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
@@ -58,7 +48,7 @@ def case_input(dtype: torch.dtype, bins: int, data_range: bool, gen: torch.Gener
 
 
 def run_case(
-    dtype: torch.dtype, bins: int, rng: Optional[Tuple[float, float]], cub: Cub, copy_bw: float, gen: torch.Generator
+    dtype: torch.dtype, bins: int, rng: Optional[Tuple[float, float]], cub: bl.Cub, copy_bw: float, gen: torch.Generator
 ) -> Dict[str, Optional[float]]:
     data_range = rng is None and dtype.is_floating_point
     x = case_input(dtype, bins, data_range, gen)
@@ -72,47 +62,49 @@ def run_case(
         expected = torch.bincount(x.long(), minlength=bins)
         got = ours()
     times: Dict[str, Optional[float]] = {"floor": x.numel() * x.element_size() / copy_bw * 1e3}
-    times["dsmhist"] = median_event_ms(ours, WARMUP, REPS) if torch.equal(got, expected) else None
+    times["dsmhist"] = bl.median_event_ms(ours, WARMUP, REPS) if torch.equal(got, expected) else None
     if not data_range:  # timed, not checked: torch.histc's float32 arithmetic misplaces a few values at some bins
         x_float = x if dtype.is_floating_point else x.float()
         try:
-            times["torch.histc"] = median_event_ms(lambda: torch.histc(x_float, bins, 0, bins), WARMUP, REPS)
+            times["torch.histc"] = bl.median_event_ms(lambda: torch.histc(x_float, bins, 0, bins), WARMUP, REPS)
         except RuntimeError:  # a dtype torch.histc does not take on this device: left out
             pass
     if cub.available() and dtype in (torch.float32, torch.int32) and not data_range:
         call = cub.prepare(x, bins)
         times["CUB HistogramEven"] = (
-            median_event_ms(call, WARMUP, REPS) if torch.equal(call().long(), expected) else None
+            bl.median_event_ms(call, WARMUP, REPS) if torch.equal(call().long(), expected) else None
         )
     return times
 
 
-def render(results: List[Tuple[str, Dict[str, Optional[float]]]], cub: Cub) -> str:
+def render(results: List[Tuple[str, Dict[str, Optional[float]]]], cub: bl.Cub) -> str:
     columns = ["dsmhist", "CUB HistogramEven", "torch.histc", "floor"]
     rows = []
     for label, times in results:
-        cells = [fmt(times[name]) if times.get(name) else ("**FAIL**" if name in times else "n/a") for name in columns]
+        cells = [
+            bl.fmt(times[name]) if times.get(name) else ("**FAIL**" if name in times else "n/a") for name in columns
+        ]
         best = min((times[name] for name in ("CUB HistogramEven", "torch.histc") if times.get(name)), default=None)
         ratio = f"{best / times['dsmhist']:.2f}x" if best and times.get("dsmhist") else "n/a"
         rows.append([label] + cells + [ratio])
     lines = [
         "# Binning by range (benchmarks/bench_range.py)",
         "",
-        f"{run_facts()} 2^28 uniform values (float64: 2^27), median ms of {REPS} CUDA-event timings after {WARMUP} "
+        f"{bl.run_facts()} 2^28 uniform values (float64: 2^27), median ms of {REPS} CUDA-event timings after {WARMUP} "
         f"warm-ups. CUB: {cub.source}. floor: the input's bytes at the measured copy bandwidth (bytes read and "
         "written). Last column: the faster of CUB and torch.histc over dsmhist.",
         "",
     ]
-    lines += md_table(["case"] + columns + ["best other / dsmhist"], rows)
+    lines += bl.md_table(["case"] + columns + ["best other / dsmhist"], rows)
     return "\n".join(lines)
 
 
 def main() -> int:
-    args = gpu_benchmark_args("bench_range", __doc__, no_cub="leave CUB out")
+    args = bl.gpu_benchmark_args("bench_range", __doc__, no_cub="leave CUB out")
     if args is None:
         return 2
-    cub = Cub(not args.no_cub)
-    copy_bw = copy_bandwidth(N * 4)
+    cub = bl.Cub(not args.no_cub)
+    copy_bw = bl.copy_bandwidth(N * 4)
     gen = torch.Generator(device="cuda").manual_seed(11)
     results = []
     failed = False
@@ -120,10 +112,10 @@ def main() -> int:
         times = run_case(dtype, bins, rng, cub, copy_bw, gen)
         torch.cuda.empty_cache()
         failed |= times["dsmhist"] is None
-        print(f"[{i}/{len(CASES)}] {label}: {timings_text(times)}", flush=True)
+        print(f"[{i}/{len(CASES)}] {label}: {bl.timings_text(times)}", flush=True)
         results.append((label, times))
     section = render(results, cub)
-    write_results_section(SECTION, section, args.out_dir)
+    bl.write_results_section(SECTION, section, args.out_dir)
     print(section)
     return 1 if failed else 0
 

@@ -19,18 +19,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from benchlib import (
-    copy_bandwidth,
-    fmt,
-    gpu_benchmark_args,
-    make_values,
-    md_table,
-    median_event_ms,
-    run_facts,
-    timings_text,
-    torch_dsmhist,
-    write_results_section,
-)
+import benchlib as bl
+from benchlib import torch_dsmhist
 
 SECTION = "weighted-sums"  # this script's section of RESULTS.md
 WARMUP, REPS = 3, 15
@@ -58,7 +48,7 @@ def close(got: torch.Tensor, expected: torch.Tensor, scale: torch.Tensor) -> boo
 
 
 def run_case(bins: int, distribution: str, copy_bw: float, gen: torch.Generator) -> Dict[str, Optional[float]]:
-    x = make_values(distribution, N, bins, torch.int32, gen)
+    x = bl.make_values(distribution, N, bins, torch.int32, gen)
     w = torch.randn(N, generator=gen, device="cuda", dtype=torch.float32)
     x_long = x.long()
     expected = torch.zeros(bins, dtype=torch.float64, device="cuda").index_add_(0, x_long, w.double())
@@ -71,7 +61,7 @@ def run_case(bins: int, distribution: str, copy_bw: float, gen: torch.Generator)
     }
     times: Dict[str, Optional[float]] = {"floor": (x.numel() * 4 + w.numel() * 4) / copy_bw * 1e3}
     for name, call in calls.items():
-        times[name] = median_event_ms(call, WARMUP, REPS) if close(call(), expected, scale) else None
+        times[name] = bl.median_event_ms(call, WARMUP, REPS) if close(call(), expected, scale) else None
     return times
 
 
@@ -79,7 +69,7 @@ def render(results: List[Tuple[str, int, Dict[str, Optional[float]]]]) -> str:
     columns = ["dsmhist", "deterministic", "torch.bincount", "index_add_", "floor"]
     rows = []
     for label, bins, t in results:
-        cells = [fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns]
+        cells = [bl.fmt(t[c]) if t.get(c) else "**FAIL**" for c in columns]
         best = min((t[c] for c in ("torch.bincount", "index_add_") if t.get(c)), default=None)
         ours, det = t.get("dsmhist"), t.get("deterministic")
         vs_torch = f"{best / ours:.2f}x" if best and ours else "n/a"
@@ -89,21 +79,21 @@ def render(results: List[Tuple[str, int, Dict[str, Optional[float]]]]) -> str:
     lines = [
         "# Weighted sums (benchmarks/bench_weighted.py)",
         "",
-        f"{run_facts()} 2^27 int32 values with float32 weights, median ms of {REPS} CUDA-event timings after "
+        f"{bl.run_facts()} 2^27 int32 values with float32 weights, median ms of {REPS} CUDA-event timings after "
         f"{WARMUP} warm-ups. floor: values' and weights' bytes at the measured copy bandwidth. torch's best: the "
         "faster of torch.bincount and index_add_; det / atomic: the deterministic path over the atomic one (issue 52: "
         "<= 1.5x).",
         "",
     ]
-    lines += md_table(["case"] + columns + ["torch's best / dsmhist", "det / atomic", "target (ms)"], rows)
+    lines += bl.md_table(["case"] + columns + ["torch's best / dsmhist", "det / atomic", "target (ms)"], rows)
     return "\n".join(lines)
 
 
 def main() -> int:
-    args = gpu_benchmark_args("bench_weighted", __doc__, quick="uniform cases only; RESULTS.md is left as it is")
+    args = bl.gpu_benchmark_args("bench_weighted", __doc__, quick="uniform cases only; RESULTS.md is left as it is")
     if args is None:
         return 2
-    copy_bw = copy_bandwidth(N * 4)
+    copy_bw = bl.copy_bandwidth(N * 4)
     gen = torch.Generator(device="cuda").manual_seed(52)
     cases = [c for c in CASES if c[1] == "uniform"] if args.quick else CASES
     results = []
@@ -113,11 +103,11 @@ def main() -> int:
         times = run_case(bins, distribution, copy_bw, gen)
         torch.cuda.empty_cache()
         failed |= times["dsmhist"] is None or times["deterministic"] is None
-        print(f"[{i}/{len(cases)}] {label}: {timings_text(times)}")
+        print(f"[{i}/{len(cases)}] {label}: {bl.timings_text(times)}")
         results.append((label, bins, times))
     section = render(results)
     if not args.quick:
-        write_results_section(SECTION, section, args.out_dir)
+        bl.write_results_section(SECTION, section, args.out_dir)
     print(section, flush=True)
     return 1 if failed else 0
 
