@@ -20,7 +20,6 @@ Prints "dataset_histogram: ok" at the end.
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
@@ -32,6 +31,9 @@ import torch_dsmhist
 # Where the PNG goes by default: a folder under the system temp folder, so running the example writes nothing into
 # the current folder or the repository.
 OUT_DIR = os.path.join(tempfile.gettempdir(), "torch_dsmhist_examples")
+
+# The histogram's range: the synthetic feature's bulk; the few values beyond go to the end bins (out_of_range="clamp").
+LO, HI = -5.0, 6.0
 
 
 def require_matplotlib() -> None:
@@ -78,14 +80,43 @@ def progress(iterable, total: int, desc: str):
     print()
 
 
-def save_plot(hist: torch.Tensor, lo: float, hi: float, path: str, title: str) -> None:
+def stream_histogram(loader: DataLoader, device: torch.device, bins: int):
+    """histogram_add_ of each batch's feature column into one running histogram on the device. Returns (the counts,
+    read to the CPU at the end: the loop's only synchronisation, seconds in the histogram_add_ calls, seconds spent
+    loading: fetching each batch from the DataLoader and its copy to the device)."""
+    hist = torch.zeros(bins, dtype=torch.int64, device=device)
+    cuda = device.type == "cuda"
+    events = []  # CUDA: (start, end) around each histogram_add_, read after the final synchronisation
+    histogram_s = loading_s = 0.0  # CPU: perf_counter around each histogram_add_; the rest of the loop is loading
+    mark = time.perf_counter()
+    for batch in progress(loader, total=len(loader), desc="histogram"):
+        feature = batch[:, 2].to(device, non_blocking=True)  # a strided column: read in place
+        before = time.perf_counter()
+        loading_s += before - mark
+        if cuda:
+            events.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+            events[-1][0].record()
+        torch_dsmhist.histogram_add_(hist, feature, LO, HI, out_of_range="clamp")
+        if cuda:
+            events[-1][1].record()
+        mark = time.perf_counter()
+        if not cuda:
+            histogram_s += mark - before
+    counts = hist.cpu()
+    if cuda:
+        torch.cuda.synchronize(device)  # every event has completed; elapsed_time may be read
+        histogram_s = sum(a.elapsed_time(b) for a, b in events) / 1e3
+    return counts, histogram_s, loading_s
+
+
+def save_plot(hist: torch.Tensor, path: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     counts = hist.cpu().double()
-    edges = torch.linspace(lo, hi, counts.numel() + 1, dtype=torch.float64)
+    edges = torch.linspace(LO, HI, counts.numel() + 1, dtype=torch.float64)
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.stairs(counts.numpy(), edges.numpy(), fill=True, alpha=0.7)
     ax.set_xlabel("feature value")
@@ -97,80 +128,47 @@ def save_plot(hist: torch.Tensor, lo: float, hi: float, path: str, title: str) -
     plt.close(fig)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--samples", type=int, default=2_000_000)
-    parser.add_argument("--batch-size", type=int, default=65536)
-    parser.add_argument("--bins", type=int, default=200)
-    parser.add_argument("--min", type=float, default=-5.0)
-    parser.add_argument("--max", type=float, default=6.0)
-    parser.add_argument(
-        "--out", default=os.path.join(OUT_DIR, "dataset_histogram.png"), help="the PNG to write (default: %(default)s)"
-    )
-    args = parser.parse_args()
-    require_matplotlib()
-    device = torch.device(args.device)
-
-    dataset = SyntheticFeatures(args.samples)
-    loader = DataLoader(dataset, batch_size=args.batch_size, pin_memory=device.type == "cuda")
-    hist = torch.zeros(args.bins, dtype=torch.int64, device=device)
-    cuda = device.type == "cuda"
-    events = []  # CUDA: (start, end) around each histogram_add_, read after the final synchronisation
-    histogram_s = 0.0  # CPU: perf_counter around each histogram_add_ only
-    loading_s = 0.0  # the rest of the loop: fetching the batch from the DataLoader, the copy to the device
+def main(device: torch.device, samples: int, batch_size: int, bins: int, out: str) -> None:
+    """Streams feature 2 of `samples` rows through histogram_add_, checks the counts, plots them, prints the times."""
+    dataset = SyntheticFeatures(samples)
+    loader = DataLoader(dataset, batch_size=batch_size, pin_memory=device.type == "cuda")
     start = time.perf_counter()
-    mark = start
-    for batch in progress(loader, total=len(loader), desc="histogram"):
-        feature = batch[:, 2].to(device, non_blocking=True)  # a strided column: read in place
-        before = time.perf_counter()
-        loading_s += before - mark
-        if cuda:
-            events.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
-            events[-1][0].record()
-        torch_dsmhist.histogram_add_(hist, feature, args.min, args.max, out_of_range="clamp")
-        if cuda:
-            events[-1][1].record()
-        mark = time.perf_counter()
-        if not cuda:
-            histogram_s += mark - before
-    counts = hist.cpu()  # the only synchronisation: the final result
+    counts, histogram_s, loading_s = stream_histogram(loader, device, bins)
     elapsed = time.perf_counter() - start
-    if cuda:
-        torch.cuda.synchronize(device)  # every event has completed; elapsed_time may be read
-        histogram_s = sum(a.elapsed_time(b) for a, b in events) / 1e3
-    how = "GPU time, CUDA events" if cuda else "perf_counter around the calls"
 
     column = dataset.rows[:, 2]
-    one_shot = torch_dsmhist.histogram(column, args.bins, args.min, args.max, out_of_range="clamp")
-    if not torch.equal(counts, one_shot):
+    if not torch.equal(counts, torch_dsmhist.histogram(column, bins, LO, HI, out_of_range="clamp")):
         raise SystemExit("dataset_histogram: the streamed histogram differs from one histogram of the whole column")
-    if int(counts.sum()) != len(dataset):
+    if int(counts.sum()) != samples:
         raise SystemExit("dataset_histogram: the histogram does not count every sample")
     # torch.histc on CPU computes bin positions in another order of operations, so a value within rounding of a bin
     # edge may land one bin over: allow a handful of such moves, nothing more.
-    histc = torch.histc(column.clamp(args.min, args.max), args.bins, args.min, args.max).long()
-    moved = int((counts - histc).abs().sum())
-    if moved > max(10, len(dataset) // 100_000):
+    moved = int((counts - torch.histc(column.clamp(LO, HI), bins, LO, HI).long()).abs().sum())
+    if moved > max(10, samples // 100_000):
         raise SystemExit(f"dataset_histogram: {moved} counts differ from torch.histc")
-    save_plot(
-        counts,
-        args.min,
-        args.max,
-        args.out,
-        f"feature 2 over {len(dataset):,} samples ({len(loader)} batches, {args.bins} bins)",
-    )
+
+    save_plot(counts, out, f"feature 2 over {samples:,} samples ({len(loader)} batches, {bins} bins)")
+    how = "GPU time, CUDA events" if device.type == "cuda" else "perf_counter around the calls"
     print(
-        f"{len(dataset):,} samples in {len(loader)} batches; matches the one-shot histogram "
+        f"{samples:,} samples in {len(loader)} batches; matches the one-shot histogram "
         f"({moved} edge values binned differently by torch.histc)"
     )
     print(f"histogram time (histogram_add_ calls only, {how}): {histogram_s * 1e3:.2f} ms")
     print(f"data loading time (DataLoader batches and the copy to {device.type}, host wall time): {loading_s:.2f} s")
     print(f"whole loop (loading, histogram calls, the final copy of the counts): {elapsed:.2f} s")
-    print(f"wrote {os.path.abspath(args.out)}")
+    print(f"wrote {os.path.abspath(out)}")
     print("dataset_histogram: ok")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--samples", type=int, default=2_000_000)
+    parser.add_argument("--batch-size", type=int, default=65536)
+    parser.add_argument("--bins", type=int, default=200)
+    parser.add_argument(
+        "--out", default=os.path.join(OUT_DIR, "dataset_histogram.png"), help="the PNG to write (default: %(default)s)"
+    )
+    args = parser.parse_args()
+    require_matplotlib()
+    main(torch.device(args.device), args.samples, args.batch_size, args.bins, args.out)

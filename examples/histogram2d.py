@@ -22,7 +22,6 @@ Prints "histogram2d: ok" at the end.
 
 import argparse
 import os
-import sys
 import tempfile
 from typing import List, Tuple
 
@@ -133,7 +132,7 @@ def save_image(
     plt.close(fig)
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--points", type=int, default=4_000_000)
@@ -194,8 +193,7 @@ def main() -> int:
     print("matches torch.histogramdd and torch.histogram on the CPU")
     print(f"wrote {os.path.abspath(args.out)}")
     print("histogram2d: ok")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

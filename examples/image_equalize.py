@@ -17,7 +17,6 @@ Without --image a batch of synthetic low-contrast images is generated. Prints "i
 import argparse
 import math
 import os
-import sys
 import tempfile
 
 import torch
@@ -110,7 +109,7 @@ def save_pngs(
 OUT_DIR = os.path.join(tempfile.gettempdir(), "torch_dsmhist_examples")
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch", type=int, default=4)
@@ -161,8 +160,7 @@ def main() -> int:
     print(f"{b} images x {c} channels of {h}x{w}: mean per-channel std {spread_before:.1f} -> {spread_after:.1f}")
     print("wrote " + ", ".join(os.path.abspath(path) for path in paths))
     print("image_equalize: ok")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -24,12 +24,14 @@ Prints what each check compared and "moe_layer: ok" at the end.
 """
 
 import argparse
-import sys
 from typing import Tuple
 
 import torch
 
 import torch_dsmhist
+
+# The layer's sizes and the number of steps, each also an integer option of the same name (--top-k for top_k).
+SIZES = dict(tokens=256, hidden=64, ffn=128, experts=8, top_k=2, block_size=16, steps=2)
 
 
 class MoeLayer(torch.nn.Module):
@@ -143,16 +145,11 @@ def check_routing(layer: MoeLayer, x: torch.Tensor, routed, what: str) -> None:
         raise SystemExit(f"moe_layer: {what}: a pair sits in a block of another expert")
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--ffn", type=int, default=128)
-    parser.add_argument("--experts", type=int, default=8)
-    parser.add_argument("--top-k", type=int, default=2)
-    parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=2)
+    for name, default in SIZES.items():  # --tokens, --hidden, ..., --top-k, --block-size, --steps
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -212,8 +209,7 @@ def main() -> int:
         else:
             print("CUDA graph: skipped (no CUDA device)")
     print("moe_layer: ok")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -12,7 +12,6 @@ Every step's counts are checked against torch.bincount; prints "moe_router: ok" 
 """
 
 import argparse
-import sys
 
 import torch
 
@@ -45,7 +44,7 @@ def check(counts: torch.Tensor, experts: torch.Tensor, n_experts: int, what: str
         raise SystemExit(f"moe_router: {what} counts differ from torch.bincount")
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tokens", type=int, default=8192)
@@ -85,8 +84,7 @@ def main() -> int:
         else:
             print("CUDA graph: skipped (no CUDA device)")
     print("moe_router: ok")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
