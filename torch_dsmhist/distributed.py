@@ -294,8 +294,17 @@ def batched_histogram(
     else:
         with torch.no_grad():
             tensor = torch.ops.dsmhist.batched_histogram(input, bins, min, max, weight, out_of_range, dtype)
-    rules = ("histogram", "torch_dsmhist.batched_histogram")
-    count_dtype = _rules.check_call(*rules, input, bins, (min, max), weight, out_of_range, dtype, batched=True)
+    count_dtype = _rules.check_call(
+        "histogram",
+        "torch_dsmhist.batched_histogram",
+        input,
+        bins,
+        (min, max),
+        weight,
+        out_of_range,
+        dtype,
+        batched=True,
+    )
     codes, shown = call_signature(
         op, bins, mode, min, max, out_of_range, False, count_dtype, input.device, tuple(input.shape[:-1])
     )

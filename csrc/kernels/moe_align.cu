@@ -13,7 +13,7 @@ namespace dsmhist {
 
 namespace {
 
-using namespace moe_align_detail;  // NOLINT: the kernel's own tuning and body
+using namespace moe_align_detail;  // NOLINT: the kernel's body and shared-memory layout (its tuning: tuning.h)
 
 // Plans kept at most (KeptAnswers starts over past this).
 constexpr size_t kMaxKeptPlans = 256;

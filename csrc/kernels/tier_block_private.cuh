@@ -264,4 +264,5 @@ constexpr CustomLaunch custom_launch{};
 template <typename T, typename Policy>
 struct TierKernelVariants<Tier::kShared, T, Policy>
     : KernelBodies<detail::kIntegerSums<T, Policy>, block_private_tier::kSumsByValueClamped> {};
+
 }  // namespace dsmhist

@@ -135,4 +135,5 @@ constexpr CustomLaunch custom_launch{};
 template <typename T, typename Policy>
 struct TierKernelVariants<Tier::kCluster, T, Policy>
     : KernelBodies<detail::kIntegerCounts<T, Policy>, owned_range_cluster_tier::kCountsByValueClamped> {};
+
 }  // namespace dsmhist
