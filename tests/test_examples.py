@@ -268,3 +268,24 @@ def test_moe_layer(device, tmp_path):
         assert "CUDA graph (padded layer): 2 replays match" in out, out
     else:
         assert "CUDA graph: skipped" in out, out
+
+
+def documented_options() -> dict:
+    """docs/examples.md's options of each example: every `--flag` in a code span of the example's entry."""
+    text = (ROOT / "docs" / "examples.md").read_text()
+    entries = re.findall(r"^- \*\*`(\w+\.py)`\*\*:(.*?)(?=^- \*\*`|^\S|\Z)", text, flags=re.M | re.S)
+    return {
+        name: set(re.findall(r"--[a-z][a-z-]*", " ".join(re.findall(r"`([^`]*)`", body)))) for name, body in entries
+    }
+
+
+def test_documented_options_exist():
+    """Every option docs/examples.md names for an example is one its --help lists (an option removed from an example
+    fails here until the page stops naming it)."""
+    documented = documented_options()
+    assert set(documented) == {path.name for path in EXAMPLES.glob("*.py")}, documented.keys()
+    for name, flags in documented.items():
+        result = subprocess.run([sys.executable, str(EXAMPLES / name), "--help"], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        listed = set(re.findall(r"--[a-z][a-z-]*", result.stdout))
+        assert flags <= listed, f"{name}: docs/examples.md names {sorted(flags - listed)}, not in its --help"
