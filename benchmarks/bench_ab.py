@@ -142,6 +142,7 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
         ("weighted 65536", weighted(65536)),
         ("weighted 1M", weighted(1 << 20)),
         ("deterministic 4096", weighted(4096, True)),
+        ("deterministic 1M", weighted(1 << 20, True)),
         ("batched 4096 x 65536, 256 bins", batched(4096, 65536, 256)),
         ("small 16384 ids, 256 bins", small(16384, 256)),
         *[(f"edges 1-D {s}", edges(1 << 26, (s,))) for s in (101, 1001, 10001)],

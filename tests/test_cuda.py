@@ -877,6 +877,46 @@ def test_weighted_is_deterministic_under_deterministic_algorithms(gen):
     assert torch.equal(counts.cpu(), reference_histogram(x, bins, 0.0, 1.0))
 
 
+def fixed_point_rule(x: torch.Tensor, bins: int, w: torch.Tensor) -> torch.Tensor:
+    """docs/semantics.md's deterministic sum, step by step in float64 and int64 on the host: each bin's largest
+    exponent, each weight rounded (half to even) to its bin's fixed-point unit, the integers summed, one rounding."""
+    x, w = x.cpu().long(), w.cpu().double()
+    count_bits = max(0, (x.numel() - 1).bit_length())  # ceil(log2 n)
+    biased = (w.abs().view(torch.int64) >> 52) & 0x7FF  # the double's biased exponent (subnormal doubles: 1)
+    codes = torch.zeros(bins, dtype=torch.int64).scatter_reduce_(
+        0, x, torch.where(w == 0, 0, biased.clamp(min=1)), "amax"
+    )
+    shift = 1084 - count_bits - codes
+    integers = torch.round(torch.ldexp(w, shift[x].double())).long()  # torch.round: half to even
+    sums = torch.zeros(bins, dtype=torch.int64).index_add_(0, x, integers)
+    return torch.where(codes == 0, 0.0, torch.ldexp(sums.double(), -shift.double())).float()
+
+
+def test_deterministic_sums_follow_the_fixed_point_rule(gen):
+    """Bit for bit docs/semantics.md's rule on every tier that sums: float32 weights loaded beside their values (an
+    integer conversion of the significand) and loaded by offset (through float64). Magnitudes 2^-40 to 2^40 in one
+    bin, so most weights round; subnormal weights, zeros, negatives; and weights half way between two units."""
+    bins, n = 37, 200003
+    x = torch.randint(0, bins, (n,), generator=gen, dtype=torch.int32)
+    w = torch.randn(n, generator=gen) * torch.pow(2.0, torch.randint(-40, 41, (n,), generator=gen).float())
+    w[:: 1 << 10] = 2.0**-140  # subnormal in float32
+    w[1 :: 1 << 10] = 0.0
+    # Bin 5 holds only these: its largest weight is below 2^40, so (n < 2^18) its unit is 2^(40 - 62 + 18) = 2^-4,
+    # and odd multiples of 2^-5 fall half way between two units (rounded to the even one).
+    x[x == 5] = 6
+    x[:64] = 5
+    w[:64] = torch.tensor([2.0**40 - 2.0**16] + [3 * 2.0**-5, -5 * 2.0**-5, 5 * 2.0**-5, 7 * 2.0**-5] * 15 + [1.0] * 3)
+    expected = fixed_point_rule(x, bins, w)
+    x, w = x.cuda(), w.cuda()
+    with deterministic_algorithms():
+        for name, tier, size in tier_variants(bins):
+            if adds_sums(tier, size, bins):
+                with torch_dsmhist.force_tier(tier, size):
+                    got = torch_dsmhist.histogram(x, bins, weight=w).cpu()
+                differ = (got != expected).nonzero().flatten().tolist()
+                assert not differ, f"tier {name}: bins {differ[:8]} differ from the rule"
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_input_on_a_non_current_device(gen):
     x = make_index_values(10007, 300, torch.int64, "uniform", gen)
