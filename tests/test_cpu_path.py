@@ -281,6 +281,31 @@ def reference_range(x: torch.Tensor):
     return float(finite.min()), float(finite.max())
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_float32_range_binning_in_vector_blocks_is_the_rule(layout, gen):
+    """Float32 range binning on the CPU computes each block's bins with selects instead of branches (cpu_scan.h,
+    BlockRangeBinner) up to 2^24 bins, and with the Binner past that: both give the rule's bins (helpers'
+    reference, torch.histc's arithmetic) for values on and beside every bin boundary, NaN, +-inf and past either end,
+    a range whose span overflows (scaled by 2^-64), one that collapses to a point in float32, dropped and clamped,
+    counts and float32 weights, odd lengths (partial blocks), at every thread count."""
+    cases = ((65536, 0.0, 1.0), (1000, -3.0, 3.0), (77, -1e38, 3e38), (5, 2.0**25, 2.0**25 + 1.0), (2**24, 0.0, 1.0))
+    cases += ((2**24 + 1, 0.0, 1.0),)  # past the block binner: the Binner's path, same bins
+    for bins, lo, hi in cases:
+        edges = torch.linspace(lo, hi, min(bins, 4096) + 1, dtype=torch.float64).float()
+        x = values_on_and_beside_edges(edges, 50_001, gen)
+        x[:8] = torch.tensor([lo, hi, 2.0**25, float("nan"), float("inf"), -float("inf"), 0.0, -0.0])
+        if layout == "strided":
+            x = torch.stack([x, -x], 1).reshape(-1)[::2]
+        w = torch.randint(-3, 4, x.shape, generator=gen).float()  # integers: the sums are exact in any order
+        for oor in ("ignore", "clamp"):
+            expected = reference_histogram(x, bins, lo, hi, out_of_range=oor)
+            expected_sums = reference_histogram(x, bins, lo, hi, weight=w, out_of_range=oor, dtype=torch.float32)
+            for got in with_each_thread_count(lambda: torch_dsmhist.histogram(x, bins, lo, hi, out_of_range=oor)):
+                assert torch.equal(got, expected), (layout, bins, lo, hi, oor)
+            got = torch_dsmhist.histogram(x, bins, lo, hi, weight=w, out_of_range=oor)
+            assert torch.equal(got, expected_sums), (layout, bins, lo, hi, oor, "weighted")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
 def test_equal_width_edges_on_and_beside_every_edge(dtype, layout, gen):

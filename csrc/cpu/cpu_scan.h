@@ -73,6 +73,49 @@ TableView<T> local_copy(const TableBinner<T>& table) {
   return TableView<T>{table.bin_of.data()};
 }
 
+// Binner<T>::operator() of float32 input (range binning) for a block of values, bit for bit, with selects
+// in place of its branches so the loop vectorises: every value computes its quotient, and an out-of-range or NaN
+// value's is discarded. Up to 2^24 bins, where float(bins) is exact, so the last bin's test becomes a min, and slots
+// are 32-bit (64-bit slots cost more than the vector loop saves). A dropped value's slot is (uint32)(-1 - first),
+// above every bin range's width, as scan's compare expects of bin -1.
+template <typename T>
+struct BlockRangeBinner {
+  // Whether it bins for `binner` (the Binner of float32 input, up to 2^24 bins).
+  template <typename BinOf>
+  static bool usable(const BinOf& binner) {
+    if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) return binner.bins <= (int64_t(1) << 24);
+    return false;
+  }
+  // slot[j] = bin of xs[j * stride] - first, for j < count; false (nothing written) unless usable(binner).
+  template <typename BinOf>
+  static bool bins_of(const BinOf& binner, const T* xs, int64_t stride, int64_t count, int64_t first, uint32_t* slot) {
+    if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) {
+      if (!usable(binner)) return false;
+      const T lo = binner.lo, hi = binner.hi, fbins = binner.fbins, scale = binner.scale;
+      const T scaled_lo = binner.scaled_lo, span = binner.scaled_span;
+      const int32_t last = static_cast<int32_t>(binner.bins - 1);
+      const uint32_t start = static_cast<uint32_t>(first);
+      const bool clamp = binner.out_of_range == OutOfRange::kClamp;
+      for (int64_t j = 0; j < count; ++j) {
+        const T x = xs[j * stride];
+        const bool inside = (x >= lo) & (x <= hi);
+        const T quotient = ((x * scale - scaled_lo) * fbins) / span;  // Binner's quotient on the host
+        const T nonnegative = quotient > T(0) ? quotient : T(0);      // (a NaN becomes 0)
+        const int32_t whole = static_cast<int32_t>(nonnegative < fbins ? nonnegative : fbins);
+        const int32_t bin = whole < last ? whole : last;
+        const int32_t outside = (clamp & (x == x)) ? (x < lo ? 0 : last) : -1;
+        slot[j] = static_cast<uint32_t>(inside ? bin : outside) - start;
+      }
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  // float64 loses with it (2^24 values, 65536 bins: 29 -> 39 ms; two lanes a vector do not pay for the selects).
+  static constexpr bool kFloat32 = std::is_same<T, float>::value;
+};
+
 // Adds elements [begin, end) whose bin lies in [b0, b1) into hist[bin - b0], in element order: 1 per element for
 // counts (and for W == kNone), the weight for sums. kFloat32 / kFloat64 load their type directly; the 16-bit
 // weight types share one instance (W == kFloat16) that converts through load_weight's switch. One unsigned compare
@@ -84,6 +127,7 @@ void scan(const HistogramParams& p, const BinOf& bin_of, int64_t begin, int64_t 
   // (so it can vectorise), and the adding loop is one load and one add per element.
   constexpr int64_t kBlock = 256;
   uint64_t slot[kBlock];
+  uint32_t narrow_slot[kBlock];  // BlockRangeBinner's
   for_each_run<T>(
       p, begin, end,
       [&](const T* x, int64_t stride, int64_t weight_offset, int64_t weight_stride, int64_t count, int64_t) {
@@ -91,8 +135,9 @@ void scan(const HistogramParams& p, const BinOf& bin_of, int64_t begin, int64_t 
         Acc* const h = hist;
         const int64_t first = b0;
         const uint64_t width = static_cast<uint64_t>(b1 - b0);
+        const bool block_range = BlockRangeBinner<T>::usable(binner);
         if constexpr (W == WeightType::kNone) {
-          if (stride == 1) {
+          if (stride == 1 && !block_range) {
             for (int64_t j = 0; j < count; ++j) {
               const uint64_t k = static_cast<uint64_t>(binner(x[j]) - first);
               if (k < width) h[k] += 1;
@@ -100,17 +145,11 @@ void scan(const HistogramParams& p, const BinOf& bin_of, int64_t begin, int64_t 
             return;
           }
         }
-        for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
-          const int64_t m = std::min(kBlock, count - j0);
-          const T* xs = x + j0 * stride;
-          if (stride == 1) {
-            for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j]) - first);
-          } else {
-            for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j * stride]) - first);
-          }
+        // Adds a block's elements from their slots (bin - first, 32 or 64 bits).
+        const auto add_block = [&](const auto* slots, int64_t j0, int64_t m) {
           const int64_t w0 = weight_offset + j0 * weight_stride;
           for (int64_t j = 0; j < m; ++j) {
-            const uint64_t k = slot[j];
+            const uint64_t k = slots[j];
             if (k >= width) continue;  // dropped (-1 wraps above every width) or another thread's bins
             if constexpr (W == WeightType::kNone) {
               h[k] += 1;
@@ -122,6 +161,20 @@ void scan(const HistogramParams& p, const BinOf& bin_of, int64_t begin, int64_t 
               h[k] += load_weight<double>(p.weight, p.weight_type, w0 + j * weight_stride);
             }
           }
+        };
+        for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+          const int64_t m = std::min(kBlock, count - j0);
+          const T* xs = x + j0 * stride;
+          if (block_range && BlockRangeBinner<T>::bins_of(binner, xs, stride, m, first, narrow_slot)) {
+            add_block(narrow_slot, j0, m);
+            continue;
+          }
+          if (stride == 1) {
+            for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j]) - first);
+          } else {
+            for (int64_t j = 0; j < m; ++j) slot[j] = static_cast<uint64_t>(binner(xs[j * stride]) - first);
+          }
+          add_block(slot, j0, m);
         }
       });
 }
