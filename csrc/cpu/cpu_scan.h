@@ -86,11 +86,11 @@ struct BlockRangeBinner {
     if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) return binner.bins <= (int64_t(1) << 24);
     return false;
   }
-  // slot[j] = bin of xs[j * stride] - first, for j < count; false (nothing written) unless usable(binner).
+  // slot[j] = bin of xs[j * stride] - first, for j < count, where usable(binner) (the caller checks it once per run);
+  // false (nothing written) for any other binner type.
   template <typename BinOf>
   static bool bins_of(const BinOf& binner, const T* xs, int64_t stride, int64_t count, int64_t first, uint32_t* slot) {
     if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) {
-      if (!usable(binner)) return false;
       const T lo = binner.lo, hi = binner.hi, fbins = binner.fbins, scale = binner.scale;
       const T scaled_lo = binner.scaled_lo, span = binner.scaled_span;
       const int32_t last = static_cast<int32_t>(binner.bins - 1);

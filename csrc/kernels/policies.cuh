@@ -86,31 +86,14 @@ struct OfDoubleWeight {
 struct ExponentPolicy : OfDoubleWeight<ExponentPolicy, uint32_t> {
   using Acc = uint32_t;
   static constexpr bool kMayStore = false;
-  __device__ static void flag_non_finite(const HistogramParams& p, int64_t flat_bin, bool nan, bool negative) {
-    atomicOr(p.deterministic.specials + flat_bin, nan ? kSeenNaN : (negative ? kSeenNegInf : kSeenPosInf));
-  }
   __device__ static Acc of_weight(const HistogramParams& p, int64_t flat_bin, double w) {
     if (!is_finite_value(w)) {
-      flag_non_finite(p, flat_bin, w != w, w < 0);
+      const unsigned int flag = w != w ? kSeenNaN : (w > 0 ? kSeenPosInf : kSeenNegInf);
+      atomicOr(p.deterministic.specials + flat_bin, flag);
       return 0u;
     }
     return w == 0.0 ? 0u : exponent_code(w);
   }
-  // A float32 weight loaded beside its value: exponent_code(double(w)) from the float's bits, without the conversion
-  // (a quarter-rate instruction on sm_90) and the float64 compares.
-  __device__ static Acc contribution(const HistogramParams& p, int64_t flat_bin, int64_t, float weight) {
-    const uint32_t bits = __float_as_uint(weight);
-    const uint32_t biased = (bits >> 23) & 0xffu;
-    const uint32_t fraction = bits & 0x7fffffu;
-    if (biased == 0xffu) {
-      flag_non_finite(p, flat_bin, fraction != 0, (bits >> 31) != 0);
-      return 0u;
-    }
-    if (biased != 0) return biased + (1023 - 127);
-    // zero, or a subnormal float: a normal double of exponent (31 - clz(fraction)) - 149
-    return fraction == 0 ? 0u : static_cast<uint32_t>(31 - __clz(fraction) - 149 + 1023);
-  }
-  using OfDoubleWeight<ExponentPolicy, uint32_t>::contribution;
   __device__ static Acc combine(Acc a, Acc b) { return a > b ? a : b; }
   __device__ static void add_shared(Acc* slot, Acc value) { atomicMax(slot, value); }
   __device__ static void add_global(const HistogramParams& p, int64_t flat_bin, Acc value) {
