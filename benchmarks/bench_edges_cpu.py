@@ -2,10 +2,12 @@
 
     python benchmarks/bench_edges_cpu.py [--values 4194304] [--points 1048576] [--reps 7]
 
-Issue 50's CPU cases: 2^22 float32 values, 2^20 2-D points (and 2^20 3-D points); 1 thread, then every thread torch
-has. Each cell is the median wall time (ms) of `reps` calls after one warm-up call whose result is checked against
-torch's (values and edges, exactly). Ratio = torch's time / ours (above 1: ours is faster). Prints the table and
-writes it to its section of benchmarks/RESULTS.md (with the machine, torch version and date).
+Issue 50's CPU cases: 2^22 float32 values, 2^20 2-D points (and 2^20 3-D points), and batched_histogram of a
+[64, 3, 224, 224] uint8 image batch (one histogram per image channel) against a loop of torch.bincount over its 192
+rows; 1 thread, then every thread torch has. Each cell is the median wall time (ms) of `reps` calls after one
+warm-up call whose result is checked against torch's (values and edges, exactly). Ratio = torch's time / ours (above
+1: ours is faster). Prints the table and writes it to its section of benchmarks/RESULTS.md (with the machine, torch
+version and date).
 """
 
 import argparse
@@ -50,6 +52,7 @@ def main() -> int:
     points3 = torch.randn(args.points, 3, generator=g)
     edges = torch.sort(torch.randn(1001, generator=g)).values
     linspace = torch.linspace(-3.0, 3.0, 1001)
+    images = torch.randint(0, 256, (64, 3, 224 * 224), generator=g, dtype=torch.uint8)
     cases = [
         ("dropins.histogram(x, 1000, range)", lambda: dropins.histogram(x, 1000, range=(-3.0, 3.0)),
          lambda: torch.histogram(x, 1000, range=(-3.0, 3.0))),
@@ -71,15 +74,19 @@ def main() -> int:
          lambda: torch.histc(x, 1000, -3.0, 3.0)),
         ("histogram(x, 1000), data range", lambda: torch_dsmhist.histogram(x, 1000),
          lambda: torch.histc(x, 1000)),
+        ("batched_histogram(uint8 [64, 3, 224^2], 256) / a loop of torch.bincount",
+         lambda: torch_dsmhist.batched_histogram(images, 256),
+         lambda: torch.stack([torch.bincount(row, minlength=256) for row in images.view(-1, 224 * 224)]).view(64, 3, 256)),
     ]  # fmt: skip
     threads = sorted({1, torch.get_num_threads()})
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())  # fmt: skip
     lines = [
-        "## Bin edges on the CPU: the drop-ins and histogram_edges against torch's CPU ops",
+        "## Bin edges on the CPU: the drop-ins, histogram_edges and batched_histogram against torch's CPU ops",
         "",
         f"`python benchmarks/bench_edges_cpu.py`, {datetime.date.today()}: {cpu}, {torch.get_num_threads()} threads, "
-        f"torch {torch.__version__}; {args.values} float32 values, {args.points} 2-D and 3-D points; median wall ms of "
+        f"torch {torch.__version__}; {args.values} float32 values, {args.points} 2-D and 3-D points, 192 image rows of "
+        f"50176 uint8; median wall ms of "
         f"{args.reps} after a call checked equal to torch's (values and edges). Ratio = torch's time / ours.",
         "",
         "| case | " + " | ".join(f"{t} thr: torch ms | ours ms | ratio" for t in threads) + " |",
