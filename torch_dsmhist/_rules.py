@@ -218,8 +218,9 @@ def check_call(
 
     ``bounds`` is the call's ``(min, max)``. ``kind`` selects the op's rules: "histogram" (histogram,
     batched_histogram), "into" (histogram_add_ and histogram(out=); ``target`` is hist / out), "range_keys"
-    (``target`` is range_keys), "finite_range", "bin_indices". Raises what the real op raises for bad arguments (ValueError naming the argument). It reads only
-    dtypes, shapes and devices, so it works on fake and meta tensors, with symbolic sizes under torch.compile.
+    (``target`` is range_keys), "finite_range", "bin_indices". Raises what the real op raises for bad arguments
+    (ValueError naming the argument). It reads only dtypes, shapes and devices, so it works on fake and meta tensors,
+    with symbolic sizes under torch.compile.
     """
     weight_dtype, weight_shape, weight_device = _facts(weight)
     target_dtype, target_shape, target_device = _facts(target)
