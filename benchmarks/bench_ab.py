@@ -96,9 +96,10 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
 
         return setup
 
-    def edges(n: int, sizes: Tuple[int, ...], linspace: bool = False):
+    def edges(n: int, sizes: Tuple[int, ...], linspace: bool = False, tier: str = "auto"):
         """n points of len(sizes) dims (float32, randn, correlated coordinates as bench_edges.py's) over sorted
-        edges (a randn sample of each size, or linspace over [-4, 4]); counted against bucketize + bincount."""
+        edges (a randn sample of each size, or linspace over [-4, 4]); counted against bucketize + bincount. A forced
+        tier: the two stages, counted by that tier."""
 
         def setup():
             coords = [torch.randn(n, device="cuda", generator=gen)]
@@ -119,9 +120,14 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
                 kept &= (b >= 0) & (b <= len(e) - 2)
                 flat = flat * (len(e) - 1) + b.clamp(min=0)
             expected = torch.bincount(flat[kept], minlength=int(torch.tensor(sizes).sub(1).prod()))
-            if len(sizes) == 1:
-                return (lambda: torch_dsmhist.histogram_edges(points[:, 0], dim_edges[0])), expected
-            return (lambda: torch_dsmhist.histogramdd(points, dim_edges).flatten()), expected
+
+            def call():
+                with torch_dsmhist.force_tier(tier):
+                    if len(sizes) == 1:
+                        return torch_dsmhist.histogram_edges(points[:, 0], dim_edges[0])
+                    return torch_dsmhist.histogramdd(points, dim_edges).flatten()
+
+            return call, expected
 
         return setup
 
@@ -149,6 +155,13 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
         ("edges 1-D 1001 linspace", edges(1 << 26, (1001,), linspace=True)),
         *[(f"edges 2-D {s - 1}^2", edges(1 << 26, (s, s))) for s in (65, 257, 1025)],
         ("edges 3-D 16^3", edges(1 << 25, (17, 17, 17))),
+        *[(f"edges 2-D {s - 1}^2", edges(1 << 26, (s, s))) for s in (401, 513)],
+        *[(f"edges 2-D {s - 1}^2, 2^23 points", edges(1 << 23, (s, s))) for s in (401, 1025)],
+        *[(f"edges 2-D {s - 1}^2, 2^22 points", edges(1 << 22, (s, s))) for s in (401, 1025)],
+        *[(f"edges 2-D {s - 1}^2, 2^24 points", edges(1 << 24, (s, s))) for s in (401, 1025)],
+        ("edges 3-D 64^3", edges(1 << 25, (65, 65, 65))),
+        ("edges 2-D 1024^2 two stages, partition", edges(1 << 26, (1025, 1025), tier="partition")),
+        ("edges 1-D 1001 two stages, shared", edges(1 << 26, (1001,), tier="shared")),
     ]
 
 

@@ -2,10 +2,13 @@
 // where it has one for the call (Backend::edge_histogram: CUDA, docs/tiers/edges.md), else two stages: bin the points
 // into int32 flat bins, a bounded chunk at a time (Backend::edge_bins) -> count each chunk with the index-mode
 // histogram (Backend::histogram, adding into the output after the first chunk), so every tier counts N-D histograms
-// unchanged. Memory beyond the output: the edges, one chunk's indices in two stages (kEdgeChunkPoints int32), and a
-// copy of an input whose elements are not one dense block, and of a weight laid out unlike the input (points_of).
+// unchanged. Memory beyond the output: the edges, one chunk's indices in two stages (Backend::kEdgeChunkPoints
+// int32), and a copy of an input whose elements are not one dense block, and of a weight laid out unlike the input
+// (points_of).
 //
 // A backend adds to op_bodies.h's members:
+//   // Points the two stages bin per chunk (common/edge_binning.h).
+//   static constexpr int64_t kEdgeChunkPoints;
 //   // Sorted-edges check where it needs no host sync (the CPU); nothing on CUDA.
 //   static void check_edges(const char* op, const std::vector<at::Tensor>& edges, bool nd);
 //   // Bins and counts the whole call in one pass into counts.output (zeroing it first) and returns true, or returns
@@ -64,7 +67,7 @@ at::Tensor count_points(const char* op, const EdgesArgs& args, const at::Tensor&
   bin_params.first_point = 0;
   bin_params.points = points;
   if (Backend::edge_histogram(op, bin_params, make_edge_count_params(args, output, weight1d), input2d)) return output;
-  const int64_t chunk = std::max<int64_t>(1, std::min(points, kEdgeChunkPoints));
+  const int64_t chunk = std::max<int64_t>(1, std::min(points, Backend::kEdgeChunkPoints));
   at::Tensor flat_bins = allocate_named(op, "the bin indices of a chunk", {chunk}, input2d.options().dtype(at::kInt));
   at::Tensor flat_output = output.view({-1});
   int64_t start = 0;

@@ -16,6 +16,7 @@ from test_edges import reference_nd, values_on_and_beside_edges
 import torch_dsmhist
 
 from conftest import cuda_only
+from helpers import cuda_memory_growth
 
 pytestmark = cuda_only
 
@@ -313,9 +314,90 @@ def test_launch_log_names_the_fused_mode():
             assert f"edges a cell entry {ENTRY_EDGES[label]}" in lines[0], (label, lines[0])
         assert f"packed {int(label in PACKED)}," in lines[0], (label, lines[0])
     forced, doubles, deterministic = calls[len(shapes) :]
-    assert forced and all("tier global" in line for line in forced), forced
+    # Two stages: the one pass's lookup writes the flat bins (the edges fit), then the forced tier counts them.
+    assert forced and "edge bins on cuda:0: one-pass lookup" in forced[0], forced
+    assert len(forced) > 1 and all("tier global" in line for line in forced[1:]), forced
     assert len(doubles) == 1 and "fused edges, mode global, float64 sums" in doubles[0], doubles
     assert deterministic and not any("fused" in line for line in deterministic), deterministic
+
+
+# The planner's switch to the two stages for counts no one block holds (tuning.h kEdgeTwoStageMinPoints: 2^24).
+TWO_STAGE_MIN_POINTS = 1 << 24
+MANY_POINTS_LOG_SCRIPT = """
+import sys, torch, torch_dsmhist
+n = int(sys.argv[1])
+for shape in ((1024, 1024), (400, 400), (256, 256)):
+    edges = [torch.linspace(-3, 3, b + 1, device="cuda") for b in shape]
+    for points in (n - 1, n):
+        torch_dsmhist.histogramdd(torch.randn(points, 2, device="cuda"), edges)
+        print("CALL", file=sys.stderr, flush=True)
+torch_dsmhist.histogram_edges(torch.randn(1000, device="cuda"), torch.linspace(-3, 3, 60_001, device="cuda"))
+print("CALL", file=sys.stderr, flush=True)
+"""
+
+
+def test_launch_log_many_points_past_one_block_take_the_lookup_and_a_tier():
+    """From 2^24 points, counts that no one block holds (groups of blocks: 400x400; global atomics: 1024x1024) take the
+    two stages: the one pass's lookup writes the flat bins, the planned tier counts them; one point fewer keeps the one
+    pass, and bins one block holds (256x256, packed) keep it at any size. Edges that do not fit beside a table (60000
+    in 1-D) take the search kernel."""
+    calls = logged_launches_per_call(MANY_POINTS_LOG_SCRIPT, str(TWO_STAGE_MIN_POINTS))
+    assert len(calls) == 7, calls
+    wide_below, wide, owned_below, owned, packed_below, packed, many_edges = calls
+    for below, mode in ((wide_below, "global"), (owned_below, "owned"), (packed_below, "shared"), (packed, "shared")):
+        assert len(below) == 1 and f"fused edges, mode {mode}," in below[0], below
+    for lines in (wide, owned):
+        assert len(lines) >= 2 and not any("fused" in line for line in lines), lines
+        assert f"edge bins on cuda:0: one-pass lookup, float32, dims 2, points {TWO_STAGE_MIN_POINTS}" in lines[0]
+        assert all("torch_dsmhist.histogramdd" in line for line in lines[1:]), lines
+    assert any("tier partition" in line for line in wide[1:]), wide
+    assert many_edges and "edge bins on cuda:0: search kernel" in many_edges[0], many_edges
+
+
+@pytest.mark.parametrize("shape", [(1024, 1024), (400, 400)], ids=["1024x1024 (global)", "400x400 (owned)"])
+@pytest.mark.parametrize("kind", ["uniform", "zipf", "one_hot", "sorted"])
+def test_many_points_past_one_block_equal_the_cpu(shape, kind, gen):
+    """The two stages that take over from 2^24 points (lookup, then the planned tier) against the CPU op, on odd,
+    misaligned and strided views of adversarial points, dropped and clamped."""
+    n = TWO_STAGE_MIN_POINTS + int(torch.randint(1, 1000, (1,), generator=gen)) * 2 + 1
+    edges = [edges_for(b, gen) for b in shape]
+    base = points_for(kind, n + 1, edges, gen)
+    cuda_edges = [e.cuda() for e in edges]
+    views = {"dense": base[:n], "misaligned": base.view(-1)[1 : 1 + 2 * n].view(n, 2)}
+    if kind == "uniform":
+        views["strided"] = torch.cat([base, base], 1)[:n, 1:3]
+    for layout, pts in views.items():
+        for oor in ("ignore", "clamp"):
+            out = torch_dsmhist.histogramdd(pts.cuda(), cuda_edges, out_of_range=oor)
+            expected = torch_dsmhist.histogramdd(pts, edges, out_of_range=oor)
+            assert torch.equal(out.cpu(), expected), (shape, kind, layout, oor)
+
+
+def test_many_points_past_one_block_memory(gen):
+    """The two stages hold, beyond the output, one chunk's int32 flat bins (4 bytes a point, at most 2^26 points) and
+    the counting tier's workspace (tier partition: at most 256 MiB) (docs/semantics.md#memory)."""
+    n = TWO_STAGE_MIN_POINTS + 7
+    pts = torch.randn(n, 2, generator=gen).cuda()
+    edges = [edges_for(1024, gen).cuda() for _ in range(2)]
+    torch_dsmhist.histogramdd(pts, edges)  # plans and configures the kernels first
+    out, growth = cuda_memory_growth(lambda: torch_dsmhist.histogramdd(pts, edges))
+    output_bytes = out.numel() * out.element_size()
+    assert growth <= output_bytes + 4 * n + (256 << 20) + (4 << 20), (growth, output_bytes)
+    assert growth >= output_bytes + 4 * n, "the two stages ran (their int32 flat bins were allocated)"
+
+
+def test_two_stage_chunks_past_the_first_accumulate(gen):
+    """A call of more points than one CUDA chunk (2^26, edge_binning.h) counts its second chunk into the first's
+    output: dense (the second chunk's input at an aligned address) and misaligned by one element."""
+    n = (1 << 26) + 5
+    base = torch.rand(n + 1, generator=gen).cuda()
+    edges = torch.tensor([0.0, 0.25, 0.5, 1.0]).cuda()
+    for x in (base[:n], base[1:]):
+        with torch_dsmhist.force_tier("global"):  # the two stages
+            out = torch_dsmhist.histogram_edges(x, edges)
+        expected = torch.bucketize(x, edges, right=True).clamp(max=3).bincount(minlength=4)[1:]
+        assert torch.equal(out, expected)
+        del out, expected
 
 
 BATCHED_LOG_SCRIPT = """

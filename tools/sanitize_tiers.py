@@ -249,6 +249,25 @@ def edges_cases(gen: torch.Generator):
     rows = torch.randint(0, 2, (1 << 23,), generator=gen) * 128
     swept = torch.stack([centres[0][rows], centres[1][torch.zeros_like(rows)]], 1)
     yield cpu_checked_case("auto histogramdd 256x256 packed, swept", torch_dsmhist.histogramdd, swept, grid256)
+    # The two stages' first through the one pass's lookup (edge_keys_kernel) under a forced tier, in 1-4 dims: dense
+    # (vector loads and stores, a tail past the last whole vector), misaligned by a coordinate, strided.
+    flat = helpers.make_range_values(4 * 7001 + 1, -1.0, 1.0, torch.float32, "uniform", gen)
+    for dims in (1, 2, 3, 4):
+        dim_edges = [torch.sort(torch.rand(n + 1, generator=gen) * 2 - 1).values for n in (37, 300, 9, 5)[:dims]]
+        layouts = {
+            "dense": flat[: 7001 * dims].view(7001, dims),
+            "misaligned": flat[1 : 1 + 7001 * dims].view(7001, dims),
+            "strided": flat[: 8 * 3500].view(3500, 8)[:, : 2 * dims : 2],
+        }
+        for what, pts in layouts.items():
+            name = f"global histogramdd lookup then tier, {dims}-D {what}"
+            case = cpu_checked_case(name, torch_dsmhist.histogramdd, pts, dim_edges, out_of_range="clamp")
+            yield (case[0], "global", *case[2:])
+    # From 2^24 points, counts that no one block holds take the lookup and the planned tier (auto: partition).
+    many = helpers.make_range_values(2 * (1 << 24) + 2, -1.0, 1.0, torch.float32, "uniform", gen)[2:].view(-1, 2)
+    yield cpu_checked_case(
+        "auto histogramdd 1024x1024 2^24 points (lookup, partition)", torch_dsmhist.histogramdd, many, wide
+    )
     # Unsorted edges (CUDA does not check them: that would synchronise) give unspecified counts but must never write
     # outside the output, in any mode; counts are deterministic, so the reference is the same call.
     for shape in ((1000,), (400, 400), (1024, 1024)):

@@ -16,8 +16,12 @@ namespace dsmhist {
 
 // The most dimensions an N-D histogram may have (the per-dim facts travel by value, as a kernel argument).
 constexpr int kMaxEdgeDims = 32;
-// Points binned per chunk: the int32 index buffer a call holds is at most this long (32 MiB).
+// Points the two stages bin per chunk: the int32 index buffer a call holds is at most this long. The CPU: 2^23
+// (32 MiB). CUDA: 2^26 (256 MiB), so the counting tier's cost a call (tier partition's: 1024 x 1024 bins over 2^26
+// keys in chunks of 2^23 / 2^24 / 2^25 / one of 2^26: 0.673 / 0.451 / 0.333 / 0.297 ms, H100, 2026-11-27) comes once
+// for 2^26 points. Each backend names its own (edges_bodies.h).
 constexpr int64_t kEdgeChunkPoints = int64_t(1) << 23;
+constexpr int64_t kEdgeCudaChunkPoints = int64_t(1) << 26;
 // A flat index that marks a dropped point.
 constexpr int32_t kDroppedPoint = -1;
 

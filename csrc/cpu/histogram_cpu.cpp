@@ -19,6 +19,7 @@ namespace dsmhist {
 namespace {
 
 struct CpuBackend {
+  static constexpr int64_t kEdgeChunkPoints = ::dsmhist::kEdgeChunkPoints;
   static void check_device(const char* op, const at::Tensor& input) {
     TORCH_CHECK(input.device().is_cpu(), op, " (CPU): input must be on the CPU, got ", input.device());
   }

@@ -92,6 +92,7 @@ void log_launch(const char* op, const HistogramParams& p, const PreparedCall& ca
 // The CUDA part of every op (op_bodies.h: the checks, the output and the params come from there): plan, scratch
 // through the caching allocator, and the launch on the current stream of input's device. Never synchronises.
 struct CudaBackend {
+  static constexpr int64_t kEdgeChunkPoints = kEdgeCudaChunkPoints;
   static void check_device(const char* op, const at::Tensor& input) {
     TORCH_CHECK(input.is_cuda(), op, " (CUDA): input must be on a CUDA device, got ", input.device());
   }
@@ -164,7 +165,14 @@ struct CudaBackend {
 
   static void edge_bins(const EdgeBinParams& p, const at::Tensor& input) {
     const c10::cuda::CUDAGuard guard(input.device());
-    C10_CUDA_CHECK(launch_edge_bins(p, input.get_device(), c10::cuda::getCurrentCUDAStream()));
+    bool by_lookup = false;
+    C10_CUDA_CHECK(launch_edge_bins(p, input.get_device(), c10::cuda::getCurrentCUDAStream(), &by_lookup));
+    if (log_launches() && p.points > 0) {
+      std::fprintf(stderr, "torch_dsmhist launch: edge bins on cuda:%d: %s, %s, dims %d, points %lld\n",
+                   input.get_device(), by_lookup ? "one-pass lookup" : "search kernel", input_type_name(p.input_type),
+                   p.dims, static_cast<long long>(p.points));
+      std::fflush(stderr);
+    }
   }
 };
 

@@ -1,6 +1,7 @@
 // The device side of the edges one pass (edge_histogram.cu, docs/tiers/edges.md): each dim's facts and cell table,
-// a value's bin in one dim, where a point's count goes in each mode (FusedCounter, FusedShape), the strided and the
-// vector loads of a call's points. Included by edge_histogram.cu only.
+// their staging, a value's bin in one dim, where a point's count goes in each mode (FusedCounter, FusedShape; kKeys
+// writes it out for the two stages' lookup in edge_bins.cu), the strided and the vector loads of a call's points.
+// Included by edge_histogram.cu and edge_bins.cu (through edge_fused_layout.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,8 +20,9 @@
 namespace dsmhist {
 
 // Where a fused launch's counts go: every block all bins (kShared), a group's blocks a range each (kOwned), or
-// straight into the output (kGlobal).
-enum class FusedMode : int32_t { kShared, kOwned, kGlobal };
+// straight into the output (kGlobal); or, in the first of the two stages, no counts: each point's int32 flat bin is
+// written to p.out (kKeys), for the planned tier to count.
+enum class FusedMode : int32_t { kShared, kOwned, kGlobal, kKeys };
 
 // A packed table entry's count of edges in its cell that means "this many or more" (packed tables, below).
 constexpr int32_t kSaturatedCellEdges = 255;
@@ -132,6 +134,7 @@ struct FusedCounter {
   // Whether add() needs every lane of the warp (kGlobal's counts aggregate a warp's adds), so that lanes with no point
   // must still call it.
   static constexpr bool kWarpAdds = kMode == FusedMode::kGlobal && std::is_same<Acc, uint32_t>::value;
+  static constexpr bool kWritesKeys = kMode == FusedMode::kKeys;
   const EdgeBinParams& p;
   const EdgeCountParams& c;
   const DimFacts<E>* facts;  // shared
@@ -166,10 +169,14 @@ struct FusedCounter {
     return flat;
   }
 
-  // Adds point i (its flat bin; kDroppedPoint adds nothing). Where kWarpAdds, every lane of the warp calls it
-  // together.
+  // Adds point i (its flat bin; kDroppedPoint adds nothing), or with kWritesKeys stores its flat bin (kDroppedPoint
+  // included). Where kWarpAdds, every lane of the warp calls it together.
   __device__ __forceinline__ void add(int32_t flat, int64_t i) const {
     constexpr bool kCounts = std::is_same<Acc, uint32_t>::value;
+    if constexpr (kWritesKeys) {
+      p.out[i] = flat;
+      return;
+    }
     if constexpr (kWarpAdds) {
       // One add per distinct bin of the warp: a hot bin costs one atomic a warp, not 32.
       const unsigned int peers = __match_any_sync(0xffffffffu, flat);
@@ -210,7 +217,8 @@ __device__ __forceinline__ void load_point_vectors(const T* first, edge_t<T> (*x
 // Points [begin, end) of `input` through `counter`, kEdgePointsPerStep a thread, strided: the warp whose first thread
 // is `warp_first` (relative to begin) takes points warp_first + lane + u * stride, their loads in flight together,
 // then calls after_round(). Warp-uniform (kGlobal's warp aggregation needs every lane): lanes past the end add
-// kDroppedPoint; block-uniform where Counter::kBlockRounds (after_round may hold block barriers).
+// kDroppedPoint (a key writer writes nothing for them); block-uniform where Counter::kBlockRounds (after_round may
+// hold block barriers).
 template <typename T, int kDims, typename Counter, typename AfterRound>
 __device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Counter& counter, const T* input,
                                               int64_t begin, int64_t end, int64_t warp_first, int64_t stride,
@@ -239,7 +247,11 @@ __device__ __forceinline__ void count_strided(const EdgeBinParams& p, const Coun
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {
       const int64_t i = base + lane + u * stride;
-      counter.add(i < end ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
+      if constexpr (Counter::kWritesKeys) {
+        if (i < end) counter.add(counter.flat_bin(x[u], input + i * p.point_stride), i);  // no key past the end
+      } else {
+        counter.add(i < end ? counter.flat_bin(x[u], input + i * p.point_stride) : kDroppedPoint, i);
+      }
     }
     after_round();
   }
@@ -255,8 +267,52 @@ struct FusedShape {
   int64_t staging_offset = 0;  // bytes of shared memory before the staging (the bins, 16-byte aligned)
   int64_t facts_bytes = 0;     // each dim's DimFacts, 16-byte aligned; then the edges
   int64_t edges_bytes = 0;     // every dim's edges, 16-byte aligned; then the packed tables
-  bool vector_points = false;  // dense 4-byte points of 1-3 dims at a 16-byte aligned address: vector loads
+  bool vector_points = false;  // dense 4-byte points of 1-3 dims at a 16-byte aligned address: vector loads (and, in
+                               // kKeys, an output at a 16-byte aligned address: vector stores)
 };
+
+// A fused block's staging, in shared memory after its bins: each dim's facts, the edges and the packed tables.
+template <typename E, int kEdges>
+struct FusedStaging {
+  DimFacts<E>* facts;
+  E* edges;
+  CellEntry<E, kEdges>* table;
+};
+
+// Stages the edges, each dim's facts and tables after the bins (f.staging_offset bytes); every thread of the block
+// calls it, and on return all are in place.
+template <typename E, int kEdges>
+__device__ __forceinline__ FusedStaging<E, kEdges> stage_fused(const EdgeBinParams& p, const EdgeTableShape& shape,
+                                                               const FusedShape& f, unsigned char* shared) {
+  FusedStaging<E, kEdges> s;
+  s.facts = reinterpret_cast<DimFacts<E>*>(shared + f.staging_offset);
+  s.edges = reinterpret_cast<E*>(shared + f.staging_offset + f.facts_bytes);
+  s.table = reinterpret_cast<CellEntry<E, kEdges>*>(shared + f.staging_offset + f.facts_bytes + f.edges_bytes);
+  const E* global_edges = static_cast<const E*>(p.edges);
+  for (int64_t j = threadIdx.x; j < p.edge_offset[p.dims]; j += blockDim.x) s.edges[j] = global_edges[j];
+  if (threadIdx.x < p.dims) {
+    const int d = threadIdx.x;
+    DimFacts<E> facts_d;
+    const E first = global_edges[p.edge_offset[d]];
+    facts_d.last = global_edges[p.edge_offset[d + 1] - 1];
+    facts_d.cells = shape.cells[d];
+    facts_d.cells_per_unit = static_cast<E>(shape.cells[d]) / (facts_d.last - first);
+    facts_d.table_begin = shape.table_offset[d];
+    facts_d.first_cell = static_cast<E>(facts_d.table_begin);  // exact: tables hold far fewer than 2^24 entries
+    facts_d.top_cell = static_cast<E>(facts_d.table_begin + shape.cells[d] - 1);
+    facts_d.cell_offset = facts_d.first_cell - first * facts_d.cells_per_unit;
+    facts_d.edge_begin = static_cast<int32_t>(p.edge_offset[d]);
+    facts_d.edge_count = static_cast<int32_t>(p.edge_offset[d + 1] - p.edge_offset[d]);
+    facts_d.flat_stride = static_cast<int32_t>(p.flat_stride[d]);
+    s.facts[d] = facts_d;
+  }
+  __syncthreads();  // the tables are built from the staged edges and facts (and any bins are zeroed before an add)
+  for (int d = 0; d < p.dims; ++d) {
+    build_cell_entries<E, kEdges>(s.edges + s.facts[d].edge_begin, s.facts[d], s.table + s.facts[d].table_begin);
+  }
+  __syncthreads();  // no point may be binned before every table is complete
+  return s;
+}
 
 // The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
 // bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
@@ -307,9 +363,16 @@ __device__ __forceinline__ void count_points(const EdgeBinParams& p, const Fused
         if (Counter::kWarpAdds || q < quads) {
           E x[kPoints][kDims];
           if (q < quads) load_point_vectors<T, kDims, kPoints>(input + q * kPoints * kDims, x);
+          if constexpr (Counter::kWritesKeys) {
+            // The four keys in one 16-byte store (p.out is 16-byte aligned where vector_points is set for kKeys).
+            const int4 keys{counter.flat_bin(x[0], input), counter.flat_bin(x[1], input), counter.flat_bin(x[2], input),
+                            counter.flat_bin(x[3], input)};
+            reinterpret_cast<int4*>(p.out)[q] = keys;
+          } else {
 #pragma unroll
-          for (int k = 0; k < kPoints; ++k) {
-            counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
+            for (int k = 0; k < kPoints; ++k) {
+              counter.add(q < quads ? counter.flat_bin(x[k], input) : kDroppedPoint, q * kPoints + k);
+            }
           }
         }
         after_round();

@@ -4,9 +4,11 @@
 // of a group of 2-kEdgeMaxOwnerBlocks owns a range of them and counts only the points that land there (kOwned: every
 // block of a group reads the group's points; the second read comes from L2). Past that the points add straight into the
 // output with global atomics, counts aggregated per warp (kGlobal), while the output fits comfortably in L2. What it
-// declines (deterministic sums, a forced tier, an output past L2, edges that do not fit in shared memory) takes the
-// two stages (edge_bins.cu). Each block stages the edges and a table of cells over each dim's edge range in shared
-// memory (common/edge_binning.h says why a cell lookup is exact). No host sync, no allocation: safe in CUDA graphs.
+// declines (counts past one block over kEdgeTwoStageMinPoints points, deterministic sums, a forced tier, an output
+// past L2, edges that do not fit in shared memory) takes the two stages (edge_bins.cu), whose first stage bins through
+// the same staging and lookup where the edges fit (edge_keys_kernel, mode kKeys). Each block stages the edges and a
+// table of cells over each dim's edge range in shared memory (edge_fused.cuh; common/edge_binning.h says why a cell
+// lookup is exact), laid out by edge_fused_layout.cuh. No host sync, no allocation: safe in CUDA graphs.
 #include "kernels.h"
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "../common/edge_binning.h"
 #include "device_caps.h"
 #include "edge_fused.cuh"
+#include "edge_fused_layout.cuh"
 #include "edge_staging.h"
 #include "tier_host.h"
 #include "tuning.h"
@@ -23,12 +26,6 @@
 namespace dsmhist {
 
 namespace {
-
-// Shared memory a fused block leaves for the runtime's reserve (1 KB a block on sm_80 / sm_90).
-constexpr int64_t kFusedReservedBytes = 2 * 1024;
-// The least a fused block keeps for the dims' facts and the edges' table (and the edges where they fit) beside its
-// bins.
-constexpr int64_t kFusedMinStagingBytes = 8 * 1024;
 
 // ----- The fused path -----------------------------------------------------------------------------------------------
 
@@ -117,35 +114,13 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   using E = edge_t<T>;
   extern __shared__ __align__(16) unsigned char shared[];
   Acc* bins = reinterpret_cast<Acc*>(shared);
-  DimFacts<E>* facts = reinterpret_cast<DimFacts<E>*>(shared + f.staging_offset);
-  E* edges = reinterpret_cast<E*>(shared + f.staging_offset + f.facts_bytes);
-  auto* table = reinterpret_cast<CellEntry<E, kEdges>*>(shared + f.staging_offset + f.facts_bytes + f.edges_bytes);
   const int32_t slots =
       kPacked ? static_cast<int32_t>(detail::packed_words(f.bins_per_block)) : f.replicas * f.bins_per_block;
   for (int32_t j = threadIdx.x; j < slots; j += blockDim.x) bins[j] = Acc(0);
-  const E* global_edges = static_cast<const E*>(p.edges);
-  for (int64_t j = threadIdx.x; j < p.edge_offset[p.dims]; j += blockDim.x) edges[j] = global_edges[j];
-  if (threadIdx.x < p.dims) {
-    const int d = threadIdx.x;
-    DimFacts<E> facts_d;
-    const E first = global_edges[p.edge_offset[d]];
-    facts_d.last = global_edges[p.edge_offset[d + 1] - 1];
-    facts_d.cells = shape.cells[d];
-    facts_d.cells_per_unit = static_cast<E>(shape.cells[d]) / (facts_d.last - first);
-    facts_d.table_begin = shape.table_offset[d];
-    facts_d.first_cell = static_cast<E>(facts_d.table_begin);  // exact: tables hold far fewer than 2^24 entries
-    facts_d.top_cell = static_cast<E>(facts_d.table_begin + shape.cells[d] - 1);
-    facts_d.cell_offset = facts_d.first_cell - first * facts_d.cells_per_unit;
-    facts_d.edge_begin = static_cast<int32_t>(p.edge_offset[d]);
-    facts_d.edge_count = static_cast<int32_t>(p.edge_offset[d + 1] - p.edge_offset[d]);
-    facts_d.flat_stride = static_cast<int32_t>(p.flat_stride[d]);
-    facts[d] = facts_d;
-  }
-  __syncthreads();  // the tables are built from the staged edges and facts (and the bins are zeroed before any add)
-  for (int d = 0; d < p.dims; ++d) {
-    build_cell_entries<E, kEdges>(edges + facts[d].edge_begin, facts[d], table + facts[d].table_begin);
-  }
-  __syncthreads();  // no point may be binned before every table is complete
+  const FusedStaging<E, kEdges> staged = stage_fused<E, kEdges>(p, shape, f, shared);
+  const DimFacts<E>* facts = staged.facts;
+  const E* edges = staged.edges;
+  const CellEntry<E, kEdges>* table = staged.table;
   // The loop for the call's mode and out_of_range rule, each fixed at compile time (one branch here, not one a value).
   const auto count = [&](auto rule) {
     constexpr OutOfRange kRule = decltype(rule)::value;
@@ -180,11 +155,6 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
     count(std::integral_constant<OutOfRange, OutOfRange::kIgnore>{});
   }
 }
-
-// Edges whose table entries may hold two (16 bytes, one vector load): float. plan_typed takes them for a 1-D call
-// whose whole table fits.
-template <typename T>
-constexpr bool kTwoEdgeEntries = sizeof(edge_t<T>) == 4;
 
 // The kernel for `dims` dims: 1-3 known at compile time (each dim's facts in registers, points of 4-byte coordinates
 // loaded as vectors: 3-D 16^3 0.248 -> 0.179 ms against the generic kernel, H100, perf log 2026-11-26), more generic.
@@ -230,15 +200,12 @@ const void* fused_kernel(AccKind acc, int dims, bool packed = false) {
 template <typename T>
 cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int device, EdgeHistogramPlan* plan,
                        FusedShape* f, EdgeTableShape* table) {
-  using E = edge_t<T>;
   *plan = EdgeHistogramPlan{};
   const void* kernel = fused_kernel<T, 1>(c.acc, p.dims);
   // int32 offsets in the search, 32-bit shared counts: edges and points past those bounds take two stages.
   if (kernel == nullptr || p.edge_offset[p.dims] > INT32_MAX / 2 || c.bins > INT32_MAX / 2) return cudaSuccess;
   DeviceCaps caps;
   cudaError_t err = device_caps(device, &caps);
-  if (err != cudaSuccess) return err;
-  err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
   if (err != cudaSuccess) return err;
   const int64_t acc_bytes = accumulator_bytes(c.acc);
   const int64_t usable = caps.shared_optin - kFusedReservedBytes;
@@ -266,15 +233,14 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
         break;
       }
     }
+    // Counts that no one block holds, over many points: the two stages' lookup and tier count them faster than
+    // groups of blocks or global atomics (tuning.h).
+    if (c.acc == AccKind::kCount && f->owners != 1 && p.points >= kEdgeTwoStageMinPoints) return cudaSuccess;
     if (f->owners > 0) {
       f->mode = f->owners == 1 ? FusedMode::kShared : FusedMode::kOwned;
       f->replicas = 1;
       f->bins_per_block = static_cast<int32_t>((c.bins + f->owners - 1) / f->owners);
-      if (f->packed) {
-        kernel = fused_kernel<T, 1>(c.acc, p.dims, /*packed=*/true);
-        err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
-        if (err != cudaSuccess) return err;
-      }
+      if (f->packed) kernel = fused_kernel<T, 1>(c.acc, p.dims, /*packed=*/true);
     } else if (c.bins * output_bytes(c.output_type) <= caps.l2_bytes / kEdgeGlobalOutputL2Divisor) {
       f->mode = FusedMode::kGlobal;
       f->packed = false;
@@ -286,62 +252,17 @@ cudaError_t plan_typed(const EdgeBinParams& p, const EdgeCountParams& c, int dev
     }
   }
   const int64_t bins_region = round_up16(f->replicas * block_bins_bytes(f->bins_per_block, f->packed));
-  f->staging_offset = bins_region;
-  f->vector_points = sizeof(T) == 4 && p.rows == 1 && p.dims <= 3 && p.point_stride == p.dims &&
-                     (p.dims == 1 || p.dim_stride == 1) && reinterpret_cast<uintptr_t>(p.input) % 16 == 0;
-  f->facts_bytes = round_up16(p.dims * static_cast<int64_t>(sizeof(DimFacts<E>)));
-  f->edges_bytes = round_up16(p.edge_offset[p.dims] * static_cast<int64_t>(sizeof(E)));
-  // Staging takes what keeps two blocks on an SM where that leaves it room, else what one block may have; the edges
-  // must fit in it beside a table of a cell per four edges, or the call takes two stages.
-  const int64_t two_blocks = caps.shared_per_sm / 2 - kFusedReservedBytes - bins_region;
-  const int64_t budget =
-      two_blocks >= kFusedMinStagingBytes ? std::min(usable - bins_region, two_blocks) : usable - bins_region;
-  // The table's entries and cells an edge (tuning.h): in 1-D, entries of two edges where such a table fits whole;
-  // else one edge an entry, fewer cells in proportion where the table does not fit.
-  const int64_t table_budget = budget - f->facts_bytes - f->edges_bytes;
-  // Slots a two-edge table wants, and the least any table needs (a cell per four edges, whatever the entries).
-  int64_t two_edge_slots = 0, least_slots = 0;
-  table_slots_of(p, kEdgeCellsPerEdgeTwoEdgeEntries, &two_edge_slots, &least_slots);
-  int edges_per_entry = 1;
-  int64_t entry_bytes = sizeof(CellEntry<E, 1>);
-  int64_t cells_per_edge = p.dims == 1 ? kEdgeCellsPerEdge : kEdgeCellsPerEdgeManyDims;
-  if constexpr (kTwoEdgeEntries<T>) {
-    const void* two_edge_kernel = fused_kernel<T, 2>(c.acc, p.dims, f->packed);  // 1-D counts and float32 sums
-    if (two_edge_kernel != nullptr && two_edge_slots * int64_t(sizeof(CellEntry<E, 2>)) <= table_budget) {
-      edges_per_entry = 2;
-      entry_bytes = sizeof(CellEntry<E, 2>);
-      cells_per_edge = kEdgeCellsPerEdgeTwoEdgeEntries;
-      kernel = two_edge_kernel;
-      err = configure_kernel(kernel, device, caps, /*is_cluster_kernel=*/false);
-      if (err != cudaSuccess) return err;
-    }
-  }
-  if (table_budget < least_slots * entry_bytes) return cudaSuccess;
-  *table = cells_within(p, table_budget / entry_bytes, /*edges_in_shared=*/true, cells_per_edge);
-  const int64_t shared_bytes = bins_region + f->facts_bytes + f->edges_bytes + int64_t(table->table_ints) * entry_bytes;
-  const int threads = kEdgeFusedThreads;
-  int per_sm = 1;
-  err = blocks_per_sm(kernel, device, caps, threads, shared_bytes, &per_sm);
-  if (err != cudaSuccess) return err;
-  const int64_t resident_groups = std::max<int64_t>(1, int64_t(per_sm) * caps.sm_count / f->owners);
-  const int64_t all_points = p.rows * p.points;
-  const int64_t wanted_groups =
-      (all_points + int64_t(threads) * kEdgeMinPointsPerThread - 1) / (int64_t(threads) * kEdgeMinPointsPerThread);
-  const int64_t groups = std::max<int64_t>(1, std::min(resident_groups, wanted_groups));
+  err = lay_out_fused<T>(p, device, caps, kernel, fused_kernel<T, 2>(c.acc, p.dims, f->packed), bins_region, f, table,
+                         plan);
+  if (err != cudaSuccess || !plan->fused) return err;
   // A block's 32-bit counts: at most points / groups adds from its own group, rounded up to its threads' steps.
-  if (f->mode != FusedMode::kGlobal && (all_points / groups + int64_t(threads) * kEdgePointsPerStep) >= UINT32_MAX) {
+  const int64_t groups = plan->grid / f->owners;
+  if (f->mode != FusedMode::kGlobal &&
+      (p.rows * p.points / groups + int64_t(plan->threads) * kEdgePointsPerStep) >= UINT32_MAX) {
+    plan->fused = false;
     return cudaSuccess;
   }
-  plan->fused = true;
   plan->mode = f->mode == FusedMode::kShared ? "shared" : (f->mode == FusedMode::kOwned ? "owned" : "global");
-  plan->packed = f->packed;
-  plan->grid = groups * f->owners;
-  plan->threads = threads;
-  plan->shared_bytes = shared_bytes;
-  plan->replicas = f->replicas;
-  plan->owners = f->owners;
-  plan->edges_per_entry = edges_per_entry;
-  plan->kernel = kernel;
   return cudaSuccess;
 }
 

@@ -153,8 +153,9 @@ cudaError_t launch_finite_range(const RangeParams& p, const PlanRequest& request
 cudaError_t launch_bin_indices(const HistogramParams& p, const PlanRequest& request, cudaStream_t stream);
 
 // The bin-edges stage (edge_bins.cu): writes the int32 flat bin of each point of p's chunk to p.out on `stream`
-// (edges_bodies.h then counts them with launch_histogram in index mode). Never synchronises with the host.
-cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream);
+// (edges_bodies.h then counts them with launch_histogram in index mode), through the one pass's cell lookup where it
+// serves the call (*by_lookup set), else by edge_bins.cu's own search. Never synchronises with the host.
+cudaError_t launch_edge_bins(const EdgeBinParams& p, int device, cudaStream_t stream, bool* by_lookup);
 
 // The fused edges path (edge_histogram.cu): plans a whole call of p (first_point 0, every point) into c and, where it
 // takes it (plan->fused), zeroes c's output and bins and counts in one pass on `stream`. Where it declines

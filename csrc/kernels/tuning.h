@@ -64,6 +64,11 @@ constexpr int kEdgeMaxOwnerBlocks = 4;
 constexpr int64_t kEdgeGlobalOutputL2Divisor = 2;
 // A block per 16 points a thread at least: small calls in few blocks, fewer flushes; no A/B yet. docs/tiers/edges.md
 constexpr int64_t kEdgeMinPointsPerThread = 16;
+// Counts that no one block holds (groups of blocks or global atomics in the one pass) take the two stages from this
+// many points: the one pass's lookup writes int32 flat bins, the planned tier counts them. H100, ms, one pass -> two
+// stages: 2^26 points 400^2 0.549 -> 0.479, 1024^2 1.048 -> 0.623; 2^24 points 400^2 0.177 -> 0.170, 1024^2 0.311
+// -> 0.228; 2^23 points 400^2 0.112 -> 0.130, 1024^2 0.166 -> 0.167 (perf log 2026-11-27). docs/tiers/edges.md
+constexpr int64_t kEdgeTwoStageMinPoints = int64_t(1) << 24;
 
 // ----- Cluster tiers -----------------------------------------------------------------------------------------------
 
