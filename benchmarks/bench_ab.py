@@ -64,6 +64,24 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
 
         return setup
 
+    def by_range_centres(bins: int, clamp: bool = False):
+        """float32 bin centres over [0, bins) (every value's bin exact), a few outside when clamped."""
+
+        def setup():
+            ints = torch.randint(0, bins, (N,), device="cuda", generator=gen)
+            x = ints.float() + 0.5
+            if clamp:
+                x[:: 1 << 12] = -3.0
+                x[1 :: 1 << 12] = bins + 5.0
+                ints = (x.floor().long()).clamp(0, bins - 1)
+            out_of_range = "clamp" if clamp else "ignore"
+            return (
+                lambda: torch_dsmhist.histogram(x, bins, min=0.0, max=float(bins), out_of_range=out_of_range),
+                torch.bincount(ints, minlength=bins),
+            )
+
+        return setup
+
     def weighted(bins: int, deterministic: bool = False):
         def setup():
             x = values(N // 2, bins)
@@ -162,6 +180,8 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
         ("edges 3-D 64^3", edges(1 << 25, (65, 65, 65))),
         ("edges 2-D 1024^2 two stages, partition", edges(1 << 26, (1025, 1025), tier="partition")),
         ("edges 1-D 1001 two stages, shared", edges(1 << 26, (1001,), tier="shared")),
+        *[(f"range float32 {b} centres", by_range_centres(b)) for b in (131072, 232448)],
+        ("range float32 131072 centres clamped", by_range_centres(131072, clamp=True)),
     ]
 
 

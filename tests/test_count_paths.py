@@ -179,6 +179,60 @@ def test_cluster_packed_bodies_at_the_dtype_limits(dtype, binning, gen):
                 assert torch.equal(got.cpu(), expected), f"{bins} bins, cluster of {size} ({ranges} ranges), {name}"
 
 
+def range_values(dtype: torch.dtype, lo: float, hi: float, bins: int, hot: dict, gen: torch.Generator) -> torch.Tensor:
+    """Values of `dtype` for `bins` bins over [lo, hi]: every edge lo + k (hi - lo) / bins and (float32 / float64) its
+    neighbouring floats, lo and hi, values outside, NaN and infinities (floating dtypes), uniform background, and
+    `hot[b]` copies of bin b's centre; shuffled."""
+    floating = dtype.is_floating_point
+    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+    parts = [torch.empty(0, dtype=torch.float64)]
+    if floating:
+        e = edges.to(dtype)
+        parts.append(e.double())
+        if dtype in (torch.float32, torch.float64):
+            parts += [torch.nextafter(e, e + 1).double(), torch.nextafter(e, e - 1).double()]
+        parts.append(torch.tensor([float("nan"), float("inf"), -float("inf")] * 5, dtype=torch.float64))
+    width = (hi - lo) / bins
+    parts += [torch.full((count,), lo + (b + 0.5) * width, dtype=torch.float64) for b, count in hot.items()]
+    parts.append(torch.rand(100003, generator=gen, dtype=torch.float64) * (hi - lo) * 1.2 + lo - 0.1 * (hi - lo))
+    values = torch.cat(parts)
+    values = values if floating else values.round()
+    return values[torch.randperm(values.numel(), generator=gen)].to(dtype)
+
+
+@pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32])
+def test_cluster_packed_range_equals_global_and_the_reference(dtype, out_of_range, gen):
+    """Tier cluster's packed counts over a range (floating input, and integer input given min and max): the same data
+    through them, through tier global and the independent reference must agree bin for bin: every edge and its
+    neighbours, min and max, values outside, NaN and infinities, hot bins past 2^16 at every block range's first and
+    last bin; an explicit range and (dropped) the data's own; in clusters of one range (1 and 2 blocks) and of two (2
+    and 4 blocks); dense, offset and strided."""
+    lo, hi = (-3.25, 7.5) if dtype.is_floating_point else (-1000.5, 99000.25)
+    for bins in (100003, 200003):
+        for size in [s for s in cluster_sizes_for(bins) if s in (1, 2, 4)]:
+            ranges, block_bins = cluster_ranges(bins, size)
+            hot = {
+                b: WRAP + 3 + b % 5
+                for r in range(ranges)
+                for b in (r * block_bins, min(bins, (r + 1) * block_bins) - 1)
+            }
+            x = range_values(dtype, lo, hi, bins, hot, gen).cuda()
+            calls = {"explicit range": dict(min=lo, max=hi, out_of_range=out_of_range)}
+            if dtype.is_floating_point and out_of_range == "ignore":
+                calls["data range"] = {}
+            for what, kwargs in calls.items():
+                for name, view in (("dense", x), ("offset", x[1:]), ("strided", x[::3])):
+                    with torch_dsmhist.force_tier("cluster", size):
+                        got = torch_dsmhist.histogram(view, bins, **kwargs)
+                    with torch_dsmhist.force_tier("global"):
+                        in_global = torch_dsmhist.histogram(view, bins, **kwargs)
+                    label = f"{bins} bins, cluster of {size} ({ranges} ranges), {what}, {name}"
+                    assert torch.equal(got, in_global), label
+                    if what == "explicit range":  # the data's range is found on the device: tier global's check above
+                        assert torch.equal(got.cpu(), reference_histogram(view, bins, **kwargs)), label
+
+
 def test_cluster_packed_zero_adds_on_few_words(gen):
     """Where a warp's keys differ, each lane adds every one of its keys with no branch: a key not counted (a value
     dropped here) adds zero to the lane's own word, lane % words when a block has fewer than 32 words (under 64 bins).
