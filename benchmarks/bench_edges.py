@@ -14,7 +14,8 @@ randn sample of bins + 1 per dim). Contenders:
   * two stages: the same op call under `torch_dsmhist.force_tier(T)`, T "shared" up to 32768 bins in all, else
     "exchange" up to 262144, else "partition". On CUDA a forced tier makes the edges ops take their two-stage path (bin every point into an int32
     index buffer, then the index-mode histogram through that tier) instead of the fused one-pass path, so this
-    column shows what fusing gained;
+    column shows what fusing gained (the op itself takes the two stages for counts no one block holds from 2^24
+    points: 1024x1024, where the two columns are one path);
   * op with min/max (the linspace case only): torch_dsmhist.histogram(x, 1000, min=-4, max=4), the same values
     counted into equal-width bins by arithmetic instead of a search of the edges;
   * bucketize + bincount: torch.bucketize(right=True) - 1 is torch.histogram's bin of [e_i, e_{i+1}); a value equal to
@@ -284,8 +285,9 @@ def render(results: Sequence[Result], copy_bw: float, device: str, cupy_source: 
         "- two stages: the op's call under `torch_dsmhist.force_tier(T)` (T: `shared` up to "
         f"{SHARED_MAX_BINS} bins in all, `exchange` up to {EXCHANGE_MAX_BINS}, else `partition`). On CUDA a forced tier makes the edges ops take their "
         "two-stage path (bin every point into an int32 index buffer, then the index-mode histogram through that tier) "
-        "instead of the fused one-pass path, so `two stages / op` is what fusing gained. Its result must equal the "
-        "op's exactly.",
+        "instead of the fused one-pass path, so `two stages / op` is what fusing gained (the op itself takes the two "
+        "stages for counts no one block holds from 2^24 points, 1024x1024 here: there both are one path). Its result "
+        "must equal the op's exactly.",
         f"- op with min/max (linspace case): `torch_dsmhist.histogram(x, 1000, min={lo:g}, max={hi:g})`, the same "
         "values counted into equal-width bins by arithmetic; compared with the op's result, a difference (a value next "
         "to an edge placed differently than by torch.linspace's rounded edges) is noted, not failed.",
