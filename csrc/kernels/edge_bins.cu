@@ -171,11 +171,7 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
         p, no_counts, f, staged.facts, staged.edges, staged.table, nullptr);
     count_points<T, kDims>(p, f, writer, [] {});
   };
-  if (p.out_of_range == OutOfRange::kClamp) {
-    write_keys(std::integral_constant<OutOfRange, OutOfRange::kClamp>{});
-  } else {
-    write_keys(std::integral_constant<OutOfRange, OutOfRange::kIgnore>{});
-  }
+  with_out_of_range_rule(p.out_of_range, write_keys);
 }
 
 template <typename T>

@@ -314,6 +314,17 @@ __device__ __forceinline__ FusedStaging<E, kEdges> stage_fused(const EdgeBinPara
   return s;
 }
 
+// Runs fn(std::integral_constant<OutOfRange, rule>{}) for `rule`: a kernel branches on the call's out_of_range once and
+// runs a loop compiled for it, not a branch a value.
+template <typename Fn>
+__device__ __forceinline__ void with_out_of_range_rule(OutOfRange rule, Fn&& fn) {
+  if (rule == OutOfRange::kClamp) {
+    fn(std::integral_constant<OutOfRange, OutOfRange::kClamp>{});
+  } else {
+    fn(std::integral_constant<OutOfRange, OutOfRange::kIgnore>{});
+  }
+}
+
 // The fused kernel's counter for this block in mode kMode: each dim's facts in registers (kDims > 0), the block's
 // bins (kOwned: block `rank` of each group counts bins [lo, hi) of the group's points) and its warp's copy of them.
 template <FusedMode kMode, typename T, typename Acc, int kDims, int kEdges, bool kPacked, OutOfRange kRule>

@@ -22,8 +22,8 @@ constexpr int64_t kFusedReservedBytes = 2 * 1024;
 // bins.
 constexpr int64_t kFusedMinStagingBytes = 8 * 1024;
 
-// Edges whose table entries may hold two (16 bytes, one vector load): float. plan_typed takes them for a 1-D call
-// whose whole table fits.
+// Edges whose table entries may hold two (16 bytes, one vector load): float. lay_out_fused takes them for a 1-D call
+// whose whole table fits, where the caller has a two-edge kernel.
 template <typename T>
 constexpr bool kTwoEdgeEntries = sizeof(edge_t<T>) == 4;
 

@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
   const DimFacts<E>* facts = staged.facts;
   const E* edges = staged.edges;
   const CellEntry<E, kEdges>* table = staged.table;
-  // The loop for the call's mode and out_of_range rule, each fixed at compile time (one branch here, not one a value).
+  // The loop for the call's mode and out_of_range rule, each fixed at compile time.
   const auto count = [&](auto rule) {
     constexpr OutOfRange kRule = decltype(rule)::value;
     if constexpr (kPacked) {  // one output row, bins in shared memory
@@ -149,11 +149,7 @@ __global__ void __launch_bounds__(kEdgeFusedThreads)
       }
     }
   };
-  if (p.out_of_range == OutOfRange::kClamp) {
-    count(std::integral_constant<OutOfRange, OutOfRange::kClamp>{});
-  } else {
-    count(std::integral_constant<OutOfRange, OutOfRange::kIgnore>{});
-  }
+  with_out_of_range_rule(p.out_of_range, count);
 }
 
 // The kernel for `dims` dims: 1-3 known at compile time (each dim's facts in registers, points of 4-byte coordinates
