@@ -180,7 +180,10 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
         ("edges 3-D 64^3", edges(1 << 25, (65, 65, 65))),
         ("edges 2-D 1024^2 two stages, partition", edges(1 << 26, (1025, 1025), tier="partition")),
         ("edges 1-D 1001 two stages, shared", edges(1 << 26, (1001,), tier="shared")),
-        *[(f"range float32 {b} centres", by_range_centres(b)) for b in (131072, 232448)],
+        *[
+            (f"range float32 {b} centres", by_range_centres(b))
+            for b in (65536, 131072, 232448, 262144, 1 << 20, 1 << 22)
+        ],
         ("range float32 131072 centres clamped", by_range_centres(131072, clamp=True)),
     ]
 

@@ -104,6 +104,7 @@ HistogramParams make_params(const HistogramArgs& args, at::Tensor& input, std::o
   p.out_of_range = args.out_of_range;
   p.lo = args.lo;
   p.hi = args.hi;
+  p.range_from_data = args.data_range;
   p.output_row_stride = batched ? bins : 0;
   p.accumulate = accumulate;
   return p;

@@ -200,15 +200,21 @@ def range_values(dtype: torch.dtype, lo: float, hi: float, bins: int, hot: dict,
     return values[torch.randperm(values.numel(), generator=gen)].to(dtype)
 
 
+# A range for each input type of the range tests: integer values drawn around it must fit the type.
+TEST_RANGES = {torch.int32: (-1000.5, 99000.25), torch.int16: (-20000.5, 20000.25), torch.uint8: (30.5, 200.25)}
+
+
 @pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int16, torch.uint8]
+)
 def test_cluster_packed_range_equals_global_and_the_reference(dtype, out_of_range, gen):
-    """Tier cluster's packed counts over a range (floating input, and integer input given min and max): the same data
-    through them, through tier global and the independent reference must agree bin for bin: every edge and its
-    neighbours, min and max, values outside, NaN and infinities, hot bins past 2^16 at every block range's first and
-    last bin; an explicit range and (dropped) the data's own; in clusters of one range (1 and 2 blocks) and of two (2
-    and 4 blocks); dense, offset and strided."""
-    lo, hi = (-3.25, 7.5) if dtype.is_floating_point else (-1000.5, 99000.25)
+    """Tier cluster's packed counts over a range (floating input, and integer input given min and max; the range
+    bodies of input binned in float among them): the same data through them, through tier global and the independent
+    reference must agree bin for bin: every edge and its neighbours, min and max, values outside, NaN and infinities,
+    hot bins past 2^16 at every block range's first and last bin; an explicit range and (dropped) the data's own; in
+    clusters of one range (1 and 2 blocks) and of two (2 and 4 blocks); dense, offset and strided."""
+    lo, hi = (-3.25, 7.5) if dtype.is_floating_point else TEST_RANGES[dtype]
     for bins in (100003, 200003):
         for size in [s for s in cluster_sizes_for(bins) if s in (1, 2, 4)]:
             ranges, block_bins = cluster_ranges(bins, size)
@@ -230,6 +236,56 @@ def test_cluster_packed_range_equals_global_and_the_reference(dtype, out_of_rang
                     label = f"{bins} bins, cluster of {size} ({ranges} ranges), {what}, {name}"
                     assert torch.equal(got, in_global), label
                     if what == "explicit range":  # the data's range is found on the device: tier global's check above
+                        assert torch.equal(got.cpu(), reference_histogram(view, bins, **kwargs)), label
+
+
+def edge_sample(dtype: torch.dtype, lo: float, hi: float, bins: int, gen: torch.Generator) -> torch.Tensor:
+    """Values of `dtype` for `bins` bins over [lo, hi] (bins up to 2^24 + 1): about 50000 edges lo + k (hi - lo) /
+    bins with their neighbouring floats, the first and last two edges, lo and hi and their neighbours, values outside,
+    NaN and infinities, uniform background; shuffled."""
+    k = torch.cat([torch.randint(0, bins + 1, (50000,), generator=gen), torch.tensor([0, 1, bins - 1, bins])])
+    edges = (lo + k.double() * ((hi - lo) / bins)).to(dtype)
+    ends = torch.tensor([lo, hi], dtype=torch.float64).to(dtype)
+    parts = [edges, torch.nextafter(edges, edges + 1), torch.nextafter(edges, edges - 1), ends]
+    parts += [torch.nextafter(ends, ends + 1), torch.nextafter(ends, ends - 1)]
+    parts.append(torch.tensor([float("nan"), float("inf"), -float("inf")] * 5, dtype=dtype))
+    background = torch.rand(200003, generator=gen, dtype=torch.float64) * (hi - lo) * 1.2 + lo - 0.1 * (hi - lo)
+    parts.append(background.to(dtype))
+    values = torch.cat([p.to(dtype) for p in parts])
+    return values[torch.randperm(values.numel(), generator=gen)]
+
+
+@pytest.mark.parametrize("out_of_range", ["ignore", "clamp"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_narrow_range_keys_at_their_limits(dtype, out_of_range, gen):
+    """The keys of input binned over a range in float without a branch (Binner::narrow_range_bin: tier cluster's
+    range bodies, tier partition's plain keys) against tier global and the reference, at the limits of where they
+    apply: 2^24 bins (the float below bins truncates to the last bin) and 2^24 + 1 (the general path), a range whose
+    span times the bins overflows float (operands scaled by 2^-64), a range that rounds to one float (the middle
+    bin), and a span under 2^-100 (the device divides: the general path); edges and their neighbouring floats, min
+    and max, values outside, NaN and infinities; dense and strided; an explicit range, and the data's own."""
+    if dtype == torch.float32:
+        ranges = [(-3.25, 7.5), (-3e38, 3e38), (2.0**25, 2.0**25 + 1), (0.0, 1e-31)]
+    else:
+        ranges = [(-3.25, 7.5), (-60000.0, 60000.0) if dtype == torch.float16 else (-3e38, 3e38)]
+    cases = [("partition", None, bins) for bins in (1000003, 1 << 24, (1 << 24) + 1)]
+    if cluster_available():
+        cases += [("cluster", size, 100003) for size in (1, 2) if size <= max_cluster_size()]
+    for tier, size, bins in cases:
+        for lo, hi in ranges:
+            x = edge_sample(dtype, lo, hi, bins, gen).cuda()
+            for name, view in (("dense", x), ("strided", x[::3])):
+                calls = {"explicit range": dict(min=lo, max=hi, out_of_range=out_of_range)}
+                if out_of_range == "ignore":
+                    calls["data range"] = {}
+                for what, kwargs in calls.items():
+                    with torch_dsmhist.force_tier(tier, size):
+                        got = torch_dsmhist.histogram(view, bins, **kwargs)
+                    with torch_dsmhist.force_tier("global"):
+                        in_global = torch_dsmhist.histogram(view, bins, **kwargs)
+                    label = f"{tier} {size}, {bins} bins over [{lo}, {hi}], {what}, {name}"
+                    assert torch.equal(got, in_global), label
+                    if what == "explicit range":
                         assert torch.equal(got.cpu(), reference_histogram(view, bins, **kwargs)), label
 
 

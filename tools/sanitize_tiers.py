@@ -51,7 +51,8 @@ def cases(gen: torch.Generator):
             ("int32 clamp", x[1:], dict(out_of_range="clamp")),
             ("fp16 data range", f, {}),
         ]
-        if tier == "cluster":  # its packed range bodies: dropped (the data range above) and clamped
+        if tier in ("cluster", "partition"):  # keys over a range given on the host: branch-free (narrow_range_bin)
+            one.append(("fp16 range", f, dict(min=-0.5, max=0.5)))
             one.append(("fp16 range clamp", f, dict(min=-0.5, max=0.5, out_of_range="clamp")))
         if sums:
             one.append(("fp16 fp32-weighted clamp", f, dict(min=-0.5, max=0.5, weight=w.float(), out_of_range="clamp")))
@@ -154,8 +155,8 @@ def packed_sweep_cases(gen: torch.Generator):
     ranges (2 blocks, and 4: two replicas each) whose work items are long enough for several sweeps (2 x the block's
     bins each), Zipf ranks with a hot bin in a high half (past 2^14 in a block between sweeps, so the sweeps move
     counts), dense, strided, and as 3 batched rows (a flush through the replicas per row). Integer input by value
-    runs the by-value body (dropping); at 2 blocks also the clamping body and the general one (a range), on data with
-    values outside the bins, and int64 input."""
+    runs the by-value body (dropping); at 2 blocks also the clamping body, the general one (int32 over a range) and the
+    range bodies (float32 over a range, dropped and clamped), on data with values outside the bins, and int64 input."""
     if not helpers.cluster_available():
         return
     for size, bins in ((1, 100003), (2, 100003), (4, 100003), (2, 200003), (4, 200003)):
@@ -175,6 +176,10 @@ def packed_sweep_cases(gen: torch.Generator):
             bodies = (("clamped", {"out_of_range": "clamp"}), ("by range", {"min": 0.0, "max": float(bins)}))
             for what, kwargs in bodies:
                 yield histogram_case(f"{label} {what}", "cluster", size, edgy, bins, **kwargs)
+            for what, rule in (("float32 by range", "ignore"), ("float32 by range clamped", "clamp")):
+                yield histogram_case(
+                    f"{label} {what}", "cluster", size, edgy.float(), bins, min=0.0, max=float(bins), out_of_range=rule
+                )
             yield histogram_case(f"{label} int64 strided", "cluster", size, edgy.long()[1::3], bins)
 
 

@@ -216,21 +216,60 @@ struct Binner {
     return safe ? C(1) / span : C(0);  // 2^-100, 2^100; C(1) / span is the IEEE quotient on the host and device
   }
 
+#if defined(__CUDA_ARCH__)
+  // RN(t / scaled_span) by the reciprocal and one correction (Markstein); only where reciprocal != 0.
+  __device__ __forceinline__ C quotient_by_reciprocal(C t) const {
+    if constexpr (std::is_same<C, float>::value) {
+      const float q0 = __fmul_rn(t, reciprocal);
+      return __fmaf_rn(__fmaf_rn(-q0, scaled_span, t), reciprocal, q0);
+    } else {
+      const double q0 = __dmul_rn(t, reciprocal);
+      return __fma_rn(__fma_rn(-q0, scaled_span, t), reciprocal, q0);
+    }
+  }
+#endif
+
   // torch.histc's t / span, rounded once. The CPU divides; the device multiplies and corrects where it may.
   DSMHIST_HD C quotient(C t) const {
 #if defined(__CUDA_ARCH__)
-    if (reciprocal != C(0)) {
-      if constexpr (std::is_same<C, float>::value) {
-        const float q0 = __fmul_rn(t, reciprocal);
-        return __fmaf_rn(__fmaf_rn(-q0, scaled_span, t), reciprocal, q0);
-      } else {
-        const double q0 = __dmul_rn(t, reciprocal);
-        return __fma_rn(__fma_rn(-q0, scaled_span, t), reciprocal, q0);
-      }
-    }
+    if (reciprocal != C(0)) return quotient_by_reciprocal(t);
 #endif
     return t / scaled_span;
   }
+
+  // torch.histc's (x - lo) * bins, the dividend of the quotient that operator() truncates to x's bin.
+  DSMHIST_HD C dividend(C x) const { return (x * scale - scaled_lo) * fbins; }
+
+  // Whether narrow_range_bin gives operator()'s bin for every value of this call on the device: a range computed in
+  // float whose quotient the device takes by the reciprocal (no division), over at most 2^24 bins, so that a kept
+  // quotient (in [0, bins)) truncates to the same bin in 32 bits, and the float below RN(bins) = bins truncates to
+  // bins - 1.
+  DSMHIST_HD bool narrow_range_applies() const {
+    return std::is_same<C, float>::value && mode == BinMode::kRange && reciprocal != C(0) && bins <= (int64_t(1) << 24);
+  }
+
+#if defined(__CUDA_ARCH__)
+  // operator()'s bin in 32 bits with no branch, where narrow_range_applies(): the quotient is taken for every value,
+  // its bin (the float below bins bounds it: the last-bin rule) and the out-of-range rule's are selected. A dropped
+  // value gets 0xffffffff (at least bins). kOutOfRange must be the call's. The general path took about 23
+  // instructions a value, about 9 of them branches and their reconvergence (docs/perf-log/2026-11-cluster.md).
+  template <OutOfRange kOutOfRange>
+  __device__ __forceinline__ uint32_t narrow_range_bin(T value) const {
+    static_assert(std::is_same<C, float>::value, "narrow range bins are computed in float");
+    const float x = to_compute(value);
+    const float below_bins = float_from_bits(bits_as<uint32_t>(fbins) - 1u);  // fbins >= 1
+    // NaN, infinities and values outside give any number here (the conversion saturates): the selects drop them.
+    const uint32_t kept = __float2uint_rz(fminf(quotient_by_reciprocal(dividend(x)), below_bins));
+    const bool inside = (x >= lo) & (x <= hi);  // false for NaN; & rather than &&: no branch on the first test
+    if constexpr (kOutOfRange == OutOfRange::kClamp) {
+      const uint32_t outside = x < lo ? 0u : (x > hi ? static_cast<uint32_t>(bins - 1) : 0xffffffffu);
+      return inside ? kept : outside;
+    } else {
+      static_assert(kOutOfRange == OutOfRange::kIgnore, "a rule for each mode");
+      return inside ? kept : 0xffffffffu;
+    }
+  }
+#endif
 
   DSMHIST_HD int64_t operator()(T value) const {
     if constexpr (std::is_integral<T>::value) {
@@ -244,13 +283,22 @@ struct Binner {
     const C x = to_compute(value);
     if (x >= lo && x <= hi) {
       // x == hi (or rounding just below it) lands in the last bin, as in torch.histc and numpy.
-      const C scaled = quotient((x * scale - scaled_lo) * fbins);
+      const C scaled = quotient(dividend(x));
       return scaled < fbins ? static_cast<int64_t>(scaled) : bins - 1;
     }
     if (out_of_range != OutOfRange::kClamp || x != x) return -1;  // NaN is always dropped
     return x < lo ? 0 : bins - 1;
   }
 };
+
+// Binner::narrow_range_applies for the call `p` describes, asked on the host when it is planned. Where the range
+// comes from the data (found on the device, p.device_range, after planning) the host cannot tell: false. (A plan
+// that took the data's range for the narrow keys put every value in bin 0 where its quotient needs a division.)
+inline bool narrow_range_on_host(const HistogramParams& p) {
+  if (p.mode != BinMode::kRange || p.range_from_data || p.device_range != nullptr) return false;
+  return visit_input_type(p.input_type,
+                          [&](auto tag) { return Binner<typename decltype(tag)::type>(p).narrow_range_applies(); });
+}
 
 // The Binner's by-value rule in the narrow width of T, for the fast paths that key integer input by value without its
 // 64-bit bin (tiers cluster, exchange and partition; bins < 2^31): `value`'s bin as an unsigned number, at least bins

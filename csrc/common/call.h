@@ -100,6 +100,9 @@ struct HistogramParams : InputDescription {
   // When set, the range is the data's finite min and max, written here on the device by the range pass (or merged
   // across ranks by torch_dsmhist.distributed), encoded as two order-preserving 64-bit keys; see encode_data_range.
   const unsigned long long* device_range = nullptr;
+  // kRange whose range comes from the data: device_range is set only after the call is planned (the range pass runs
+  // then), so the planner tells such a call by this.
+  bool range_from_data = false;
 
   int64_t output_row_stride = 0;
   bool accumulate = false;  // add to the output's values (histogram_add_) instead of replacing them

@@ -194,6 +194,7 @@ std::vector<int64_t> plan_cuda(int64_t bins, int64_t device_index, at::ScalarTyp
   call.bins = bins;
   call.output_row_stride = batched ? bins : 0;
   call.mode = mode_without_range(call.input_type);  // the call reported is one without a range
+  call.range_from_data = call.mode == BinMode::kRange;
   const PlanRequest request =
       make_request(static_cast<int>(device), bins, call.input_type,
                    acc_kind_for(weight_dtype, weight_dtype == at::kDouble ? at::kDouble : at::kFloat),

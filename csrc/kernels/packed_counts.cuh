@@ -292,6 +292,22 @@ struct ValueLocalKeys {
   }
 };
 
+// Input binned over a range in float (Binner::narrow_range_applies): the Binner's bin in 32 bits with no branch
+// (Binner::narrow_range_bin), then a subtraction and an unsigned compare as by value. A dropped value (0xffffffff)
+// less first_bin stays past `owned`, since first_bin + owned <= bins <= 2^24.
+template <typename T, OutOfRange kOutOfRange>
+struct RangeLocalKeys {
+  Binner<T> binner;
+  uint32_t first_bin;
+  uint32_t owned;
+  __device__ RangeLocalKeys(const HistogramParams& p, int64_t first, uint32_t owned_bins)
+      : binner(p), first_bin(static_cast<uint32_t>(first)), owned(owned_bins) {}
+  __device__ __forceinline__ uint32_t operator()(T value) const {
+    const uint32_t local = binner.template narrow_range_bin<kOutOfRange>(value) - first_bin;  // modular
+    return local < owned ? local : kNotOwned;
+  }
+};
+
 // Counts the values of bins [first_bin, first_bin + owned) of the cluster's items (first_item, first_item +
 // item_stride, ...; every block of the cluster walks them all) into `bins`: this block is replica `replica` of the
 // `replicas` blocks that keep these bins, and reads that share of each item's elements. It flushes (flush_replicas)
@@ -300,7 +316,8 @@ struct ValueLocalKeys {
 //
 // A warp whose lanes all add to one bin (one hot bin; sorted runs) adds once: lanes adding to one address would
 // otherwise wait in turn, since an add of two sizes (1 or 2^16, by half) is no increment the hardware merges.
-// LocalKeys: BinnerLocalKeys (any call) or ValueLocalKeys (integer input binned by value).
+// LocalKeys: BinnerLocalKeys (any call), ValueLocalKeys (integer input binned by value) or RangeLocalKeys (a range
+// computed in float).
 template <typename T, typename Policy, typename LocalKeys>
 __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_group& cluster, const HistogramParams& p,
                                              const Flushing& flushing, const PackedBins& bins, int64_t first_bin,
@@ -314,7 +331,11 @@ __device__ __forceinline__ void count_packed(const cooperative_groups::cluster_g
   int64_t current_row = -1;  // the row the walk adds into: where a sweep moves counts
   int rounds = 0;
   bool emptied = false;  // the words were flushed and not yet zeroed
-  const auto key = [&](T value, bool valid) { return valid ? local_key(value) : kNone; };
+  // The key of every lane's value, then the select (a lane with no element holds a zero value): no branch a value.
+  const auto key = [&](T value, bool valid) {
+    const uint32_t k = local_key(value);
+    return valid ? k : kNone;
+  };
   // Every lane of the warp together, each with its N keys: a warp whose keys are all one (one hot bin, a sorted run)
   // adds once, from lane 0; else every lane adds its keys, one branchless add each (add_or_zero).
   const auto add_warp = [&](const uint32_t* keys, auto key_count) {

@@ -202,20 +202,27 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
     }
     __pipeline_commit();  // one group per tile, empty or not, so "all but the newest group" is always the current tile
   };
-  // An integer input binned by index with no clamp (the common count): a key is a compare, a subtract and two
-  // shifts in 32 bits, not the Binner's general path (64-bit bins, the range branch).
+  // Counts with no clamp of an integer input binned by index, or of an input over a range computed in float (the
+  // common counts): a key is the bin in 32 bits (value_bin; Binner::narrow_range_bin, with no branch), a compare, a
+  // subtract and two shifts, not the Binner's general path (64-bit bins, the range branch).
   constexpr bool kNarrowInteger = std::is_integral<T>::value && sizeof(T) <= 4;
-  const bool plain_index =
-      kCounts && kNarrowInteger && binner.mode == BinMode::kIndex && binner.out_of_range == OutOfRange::kIgnore;
+  constexpr bool kNarrowRange = kCounts && std::is_same<compute_t<T>, float>::value;
+  const bool counts_dropping = kCounts && binner.out_of_range == OutOfRange::kIgnore;
+  const bool by_index = kNarrowInteger && binner.mode == BinMode::kIndex;
+  const bool plain_index = counts_dropping && (by_index || (kNarrowRange && binner.narrow_range_applies()));
   const uint32_t chunk_mask = (1u << s.chunk_shift) - 1u;
   auto plain_key = [&](T value) -> uint32_t {
-    if constexpr (kNarrowInteger) {
-      const uint32_t index = value_bin<OutOfRange::kIgnore>(value, /*last_bin (unused)=*/0);
-      const uint32_t relative = index - static_cast<uint32_t>(s.flat_base);
-      return index < binner.narrow_bins ? ((relative >> s.chunk_shift) << 16) | (relative & chunk_mask) : kNoEntry;
-    } else {
-      return kNoEntry;  // not reached: plain_index is false
+    uint32_t index = 0xffffffffu;  // not reached without a plain key: plain_index is false
+    if constexpr (kNarrowInteger && kNarrowRange) {
+      index = by_index ? value_bin<OutOfRange::kIgnore>(value, /*last_bin (unused)=*/0)
+                       : binner.template narrow_range_bin<OutOfRange::kIgnore>(value);
+    } else if constexpr (kNarrowInteger) {
+      index = value_bin<OutOfRange::kIgnore>(value, /*last_bin (unused)=*/0);
+    } else if constexpr (kNarrowRange) {
+      index = binner.template narrow_range_bin<OutOfRange::kIgnore>(value);
     }
+    const uint32_t relative = index - static_cast<uint32_t>(s.flat_base);
+    return index < binner.narrow_bins ? ((relative >> s.chunk_shift) << 16) | (relative & chunk_mask) : kNoEntry;
   };
 
   for (int c = threadIdx.x; c < s.chunks; c += kPartitionThreads) chunk_fill[c] = block_chunk_totals[c] = 0u;

@@ -234,6 +234,9 @@ template <typename T, typename Policy>
 constexpr bool kIntegerCounts = std::is_integral<T>::value && std::is_same<Policy, CountPolicy>::value;
 template <typename T, typename Policy>
 constexpr bool kIntegerSums = std::is_integral<T>::value && !std::is_same<Policy, CountPolicy>::value;
+// Counts of input whose range binning runs in float (Binner::narrow_range_bin).
+template <typename T, typename Policy>
+constexpr bool kFloatRangeCounts = std::is_same<compute_t<T>, float>::value && std::is_same<Policy, CountPolicy>::value;
 
 }  // namespace detail
 }  // namespace dsmhist

@@ -41,23 +41,25 @@ constexpr const char* kFewElementsPerBinRefusal =
 
 // A tier's kernels past its first (`kernel`, variant 0). A unit whose kernel has bodies specialised for common calls
 // gives each its own kernel, so that each gets the registers it needs alone, by specialising this for its Tier as
-// KernelBodies<whether T and Policy have them, the last body's number>; the kernel set (kernel_set.cuh) stores body k
-// (1 to the last), `kernel<T, Policy, k>` of the unit, at variants[k] (variants[0] is the kernel). Its shape function
-// picks one (LaunchShape::kernel_variant) where the kernel set holds it.
-template <bool kHas, int kLastBody = 0>
+// KernelBodies<whether T and Policy have them, the last body's number, the first's>; the kernel set
+// (kernel_set.cuh) stores body k (the first to the last), `kernel<T, Policy, k>` of the unit, at variants[k]
+// (variants[0] is the kernel). Its shape function picks one (LaunchShape::kernel_variant) where the kernel set holds
+// it.
+template <bool kHas, int kLastBody = 0, int kFirstBody = 1>
 struct KernelBodies {
   static_assert(kLastBody < kMaxTierKernels, "every body has a slot in the kernel set");
+  static_assert(kFirstBody >= 1, "body 0 is the kernel");
   // Stores `kernel_of(std::integral_constant<int, k>{})` at variants[k] for each body k; without kHas, instantiates
   // no body.
   template <typename KernelOf>
   static void add(const void** variants, KernelOf kernel_of) {
-    if constexpr (kHas) add(variants, kernel_of, std::make_integer_sequence<int, kLastBody + 1>{});
+    if constexpr (kHas) add(variants, kernel_of, std::make_integer_sequence<int, kLastBody + 1 - kFirstBody>{});
   }
 
  private:
-  template <typename KernelOf, int... kBodies>
-  static void add(const void** variants, KernelOf kernel_of, std::integer_sequence<int, 0, kBodies...>) {
-    ((variants[kBodies] = kernel_of(std::integral_constant<int, kBodies>{})), ...);
+  template <typename KernelOf, int... kSteps>
+  static void add(const void** variants, KernelOf kernel_of, std::integer_sequence<int, kSteps...>) {
+    ((variants[kFirstBody + kSteps] = kernel_of(std::integral_constant<int, kFirstBody + kSteps>{})), ...);
   }
 };
 template <Tier kTier, typename T, typename Policy>

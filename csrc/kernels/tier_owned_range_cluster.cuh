@@ -29,10 +29,22 @@ constexpr bool kPacksCounts = std::is_same<Policy, detail::CountPolicy>::value;
 
 inline bool packs_counts(AccKind acc) { return acc == AccKind::kCount; }
 
-// The kernel's bodies: any call (0), and packed counts of integer input binned by value, values out of range
-// dropped (1) or clamped (2), whose key is a subtraction and a compare (ValueLocalKeys): the binner's general case
-// took about a third of the walk's instructions (NOTES.md).
-enum Body : int { kAnyCall = 0, kCountsByValue = 1, kCountsByValueClamped = 2 };
+// The kernel's bodies: any call (0); packed counts of integer input binned by value, values out of range dropped (1)
+// or clamped (2), whose key is a subtraction and a compare (ValueLocalKeys): the binner's general case took about a
+// third of the walk's instructions (NOTES.md); packed counts over a range computed in float, dropped (3) or clamped
+// (4), keyed with no branch (RangeLocalKeys): through the general case a range ran 1.6x by value (docs/perf-log).
+enum Body : int {
+  kAnyCall = 0,
+  kCountsByValue = 1,
+  kCountsByValueClamped = 2,
+  kCountsOverRange = 3,
+  kCountsOverRangeClamped = 4
+};
+
+// The rule for values out of range that a specialised body keeps.
+template <int kBody>
+constexpr OutOfRange kBodyRule =
+    kBody == kCountsByValueClamped || kBody == kCountsOverRangeClamped ? OutOfRange::kClamp : OutOfRange::kIgnore;
 
 template <typename T, typename Policy, int kBody = kAnyCall>
 __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p, const detail::ClusterLaunch launch) {
@@ -43,7 +55,8 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p,
   if constexpr (kPacksCounts<Policy>) {
     using LocalKeys = typename std::conditional<
         kBody == kAnyCall, detail::BinnerLocalKeys<T>,
-        detail::ValueLocalKeys<T, kBody == kCountsByValueClamped ? OutOfRange::kClamp : OutOfRange::kIgnore>>::type;
+        typename std::conditional<kBody <= kCountsByValueClamped, detail::ValueLocalKeys<T, kBodyRule<kBody>>,
+                                  detail::RangeLocalKeys<T, kBodyRule<kBody>>>::type>::type;
     const detail::ClusterSlice<uint32_t> range = detail::owned_slice<uint32_t>(cluster, p, launch);
     const detail::PackedBins bins(range.bins, static_cast<uint32_t>(detail::packed_words(range.per_block)));
     detail::zero_bins(bins.words, bins.count);
@@ -82,13 +95,16 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p,
   // binary was compiled for sm_90 or newer (cluster_code_available, device_caps.h).
 }
 
-// A by-value body where one runs the call (packed counts of integer input binned by value), else the general one.
+// A specialised body where one runs the call (packed counts of integer input binned by value, or of input over a
+// range given on the host that Binner::narrow_range_applies to), else the general one.
 inline int body_for(const HistogramParams& p, const TierContext& ctx, AccKind acc) {
-  if (!packs_counts(acc) || p.mode != BinMode::kIndex) return kAnyCall;
+  if (!packs_counts(acc)) return kAnyCall;
+  const bool clamped = p.out_of_range == OutOfRange::kClamp;
+  if (p.out_of_range != OutOfRange::kIgnore && !clamped) return kAnyCall;
   int body = kAnyCall;
-  if (p.out_of_range == OutOfRange::kIgnore) body = kCountsByValue;
-  if (p.out_of_range == OutOfRange::kClamp) body = kCountsByValueClamped;
-  return ctx.kernels.tier_kernel(Tier::kCluster, body) != nullptr ? body : kAnyCall;
+  if (p.mode == BinMode::kIndex) body = clamped ? kCountsByValueClamped : kCountsByValue;
+  if (p.mode == BinMode::kRange && narrow_range_on_host(p)) body = clamped ? kCountsOverRangeClamped : kCountsOverRange;
+  return body != kAnyCall && ctx.kernels.tier_kernel(Tier::kCluster, body) != nullptr ? body : kAnyCall;
 }
 
 // Shared memory of a block of `block_bins` bins.
@@ -131,9 +147,13 @@ constexpr CustomLaunch custom_launch{};
 
 }  // namespace owned_range_cluster_tier
 
-// The by-value bodies exist for integer input and counts only.
+// The by-value bodies exist for integer input and counts, the range bodies for counts of input binned in float.
 template <typename T, typename Policy>
 struct TierKernelVariants<Tier::kCluster, T, Policy>
-    : KernelBodies<detail::kIntegerCounts<T, Policy>, owned_range_cluster_tier::kCountsByValueClamped> {};
+    : KernelBodies<detail::kIntegerCounts<T, Policy> || detail::kFloatRangeCounts<T, Policy>,
+                   detail::kFloatRangeCounts<T, Policy> ? owned_range_cluster_tier::kCountsOverRangeClamped
+                                                        : owned_range_cluster_tier::kCountsByValueClamped,
+                   detail::kIntegerCounts<T, Policy> ? owned_range_cluster_tier::kCountsByValue
+                                                     : owned_range_cluster_tier::kCountsOverRange> {};
 
 }  // namespace dsmhist
