@@ -260,16 +260,19 @@ struct Binner {
     const float below_bins = float_from_bits(bits_as<uint32_t>(fbins) - 1u);  // fbins >= 1
     // NaN, infinities and values outside give any number here (the conversion saturates): the selects drop them.
     const uint32_t kept = __float2uint_rz(fminf(quotient_by_reciprocal(dividend(x)), below_bins));
-    const bool inside = (x >= lo) & (x <= hi);  // false for NaN; & rather than &&: no branch on the first test
-    if constexpr (kOutOfRange == OutOfRange::kClamp) {
-      const uint32_t outside = x < lo ? 0u : (x > hi ? static_cast<uint32_t>(bins - 1) : 0xffffffffu);
-      return inside ? kept : outside;
-    } else {
-      static_assert(kOutOfRange == OutOfRange::kIgnore, "a rule for each mode");
-      return inside ? kept : 0xffffffffu;
-    }
+    static_assert(kOutOfRange == OutOfRange::kIgnore || kOutOfRange == OutOfRange::kClamp, "a rule for each mode");
+    return narrow_range_select(x, kept, kOutOfRange == OutOfRange::kClamp);
   }
 #endif
+
+  // The last step of a branch-free range bin (narrow_range_bin on the device, the CPU's vector blocks): x's bin, given
+  // `kept`, its quotient's truncation (bounded by the float below bins; any number where x is outside or NaN), by the
+  // out-of-range rule (`clamp`), or 0xffffffff (at least bins) where x is dropped. operator()'s rule with selects.
+  DSMHIST_HD uint32_t narrow_range_select(C x, uint32_t kept, bool clamp) const {
+    const bool inside = (x >= lo) & (x <= hi);  // false for NaN; & rather than &&: no branch on the first test
+    const uint32_t clamped = x < lo ? 0u : (x > hi ? static_cast<uint32_t>(bins - 1) : 0xffffffffu);
+    return inside ? kept : (clamp ? clamped : 0xffffffffu);
+  }
 
   DSMHIST_HD int64_t operator()(T value) const {
     if constexpr (std::is_integral<T>::value) {

@@ -75,9 +75,10 @@ TableView<T> local_copy(const TableBinner<T>& table) {
 
 // Binner<T>::operator() of float32 input (range binning) for a block of values, bit for bit, with selects
 // in place of its branches so the loop vectorises: every value computes its quotient, and an out-of-range or NaN
-// value's is discarded. Up to 2^24 bins, where float(bins) is exact, so the last bin's test becomes a min, and slots
-// are 32-bit (64-bit slots cost more than the vector loop saves). A dropped value's slot is (uint32)(-1 - first),
-// above every bin range's width, as scan's compare expects of bin -1.
+// value's is discarded (Binner::narrow_range_select, the device's narrow_range_bin's last step). Up to 2^24 bins,
+// where float(bins) is exact, so the last bin's test becomes a min, and slots are 32-bit (64-bit slots cost more than
+// the vector loop saves). A dropped value's slot is (uint32)(0xffffffff - first), above every bin range's width, as
+// scan's compare expects of bin -1.
 template <typename T>
 struct BlockRangeBinner {
   // Whether it bins for `binner` (the Binner of float32 input, up to 2^24 bins).
@@ -91,20 +92,16 @@ struct BlockRangeBinner {
   template <typename BinOf>
   static bool bins_of(const BinOf& binner, const T* xs, int64_t stride, int64_t count, int64_t first, uint32_t* slot) {
     if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) {
-      const T lo = binner.lo, hi = binner.hi, fbins = binner.fbins, scale = binner.scale;
-      const T scaled_lo = binner.scaled_lo, span = binner.scaled_span;
-      const int32_t last = static_cast<int32_t>(binner.bins - 1);
+      const T below_bins = float_from_bits(bits_as<uint32_t>(binner.fbins) - 1u);  // truncates to bins - 1
       const uint32_t start = static_cast<uint32_t>(first);
       const bool clamp = binner.out_of_range == OutOfRange::kClamp;
       for (int64_t j = 0; j < count; ++j) {
         const T x = xs[j * stride];
-        const bool inside = (x >= lo) & (x <= hi);
-        const T quotient = ((x * scale - scaled_lo) * fbins) / span;  // Binner's quotient on the host
-        const T nonnegative = quotient > T(0) ? quotient : T(0);      // (a NaN becomes 0)
-        const int32_t whole = static_cast<int32_t>(nonnegative < fbins ? nonnegative : fbins);
-        const int32_t bin = whole < last ? whole : last;
-        const int32_t outside = (clamp & (x == x)) ? (x < lo ? 0 : last) : -1;
-        slot[j] = static_cast<uint32_t>(inside ? bin : outside) - start;
+        const T quotient = binner.quotient(binner.dividend(x));  // the host divides
+        // In [0, below bins] (a NaN becomes 0), so the conversion is defined and exact in 32 bits.
+        const T bounded = quotient > T(0) ? (quotient < below_bins ? quotient : below_bins) : T(0);
+        const uint32_t kept = static_cast<uint32_t>(static_cast<int32_t>(bounded));
+        slot[j] = binner.narrow_range_select(x, kept, clamp) - start;
       }
       return true;
     }
