@@ -257,13 +257,19 @@ struct Binner {
   __device__ __forceinline__ uint32_t narrow_range_bin(T value) const {
     static_assert(std::is_same<C, float>::value, "narrow range bins are computed in float");
     const float x = to_compute(value);
-    const float below_bins = float_from_bits(bits_as<uint32_t>(fbins) - 1u);  // fbins >= 1
     // NaN, infinities and values outside give any number here (the conversion saturates): the selects drop them.
-    const uint32_t kept = __float2uint_rz(fminf(quotient_by_reciprocal(dividend(x)), below_bins));
+    const uint32_t kept = __float2uint_rz(fminf(quotient_by_reciprocal(dividend(x)), below_bins()));
     static_assert(kOutOfRange == OutOfRange::kIgnore || kOutOfRange == OutOfRange::kClamp, "a rule for each mode");
     return narrow_range_select(x, kept, kOutOfRange == OutOfRange::kClamp);
   }
 #endif
+
+  // The float below RN(bins) (fbins >= 1), a quotient's bound in a branch-free range bin: up to 2^24 bins it truncates
+  // to bins - 1, operator()'s bin for a quotient at or past bins.
+  DSMHIST_HD float below_bins() const {
+    static_assert(std::is_same<C, float>::value, "narrow range bins are computed in float");
+    return float_from_bits(bits_as<uint32_t>(fbins) - 1u);
+  }
 
   // The last step of a branch-free range bin (narrow_range_bin on the device, the CPU's vector blocks): x's bin, given
   // `kept`, its quotient's truncation (bounded by the float below bins; any number where x is outside or NaN), by the

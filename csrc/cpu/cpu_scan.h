@@ -92,7 +92,7 @@ struct BlockRangeBinner {
   template <typename BinOf>
   static bool bins_of(const BinOf& binner, const T* xs, int64_t stride, int64_t count, int64_t first, uint32_t* slot) {
     if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) {
-      const T below_bins = float_from_bits(bits_as<uint32_t>(binner.fbins) - 1u);  // truncates to bins - 1
+      const T below_bins = binner.below_bins();
       const uint32_t start = static_cast<uint32_t>(first);
       const bool clamp = binner.out_of_range == OutOfRange::kClamp;
       for (int64_t j = 0; j < count; ++j) {

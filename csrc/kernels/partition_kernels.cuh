@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   // common counts): a key is the bin in 32 bits (value_bin; Binner::narrow_range_bin, with no branch), a compare, a
   // subtract and two shifts, not the Binner's general path (64-bit bins, the range branch).
   constexpr bool kNarrowInteger = std::is_integral<T>::value && sizeof(T) <= 4;
-  constexpr bool kNarrowRange = kCounts && std::is_same<compute_t<T>, float>::value;
+  constexpr bool kNarrowRange = detail::kFloatRangeCounts<T, Policy>;
   const bool counts_dropping = kCounts && binner.out_of_range == OutOfRange::kIgnore;
   const bool by_index = kNarrowInteger && binner.mode == BinMode::kIndex;
   const bool plain_index = counts_dropping && (by_index || (kNarrowRange && binner.narrow_range_applies()));

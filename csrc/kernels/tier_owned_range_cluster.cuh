@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(kBlockThreads) kernel(const HistogramParams p,
 inline int body_for(const HistogramParams& p, const TierContext& ctx, AccKind acc) {
   if (!packs_counts(acc)) return kAnyCall;
   const bool clamped = p.out_of_range == OutOfRange::kClamp;
-  if (p.out_of_range != OutOfRange::kIgnore && !clamped) return kAnyCall;
   int body = kAnyCall;
   if (p.mode == BinMode::kIndex) body = clamped ? kCountsByValueClamped : kCountsByValue;
   if (p.mode == BinMode::kRange && narrow_range_on_host(p)) body = clamped ? kCountsOverRangeClamped : kCountsOverRange;
