@@ -247,8 +247,9 @@ def test_histogram_edges_non_contiguous_input_and_weight(device, layout, weight_
 
 
 # README "Histograms over bin edges": beyond the output, histogram_edges allocates one chunk's int32 indices (at most
-# 2^23 on the CPU; on CUDA this call takes the one pass, which holds none) and the edges, a transposed input included; its backward holds 5 bytes per element beyond the gradient it
-# returns (9 for 16-bit weights). Measured as the growth of the peak resident set, as test_limits does.
+# 2^23 on the CPU; on CUDA this call takes the one pass, which holds none) and the edges, a transposed input included;
+# its backward holds 5 bytes per element beyond the gradient it returns (9 for 16-bit weights). Measured as the growth
+# of the peak resident set, as test_limits does.
 EDGES_MEMORY_SCRIPT = """
 import json, sys, torch, torch_dsmhist
 torch.set_num_threads(2)
