@@ -1,7 +1,6 @@
 // Every schema of the dsmhist library, in one place. The CPU and CUDA implementations register themselves with
 // TORCH_LIBRARY_IMPL in their own files, the autograd kernels in autograd.cpp, the introspection and test hooks in
 // hooks.cpp, the checks the fake kernels call in check_hooks.cpp; the Python package registers the fake kernels.
-#include <Python.h>
 #include <torch/library.h>
 
 namespace dsmhist {
@@ -83,8 +82,5 @@ TORCH_LIBRARY(dsmhist, m) {
 
 }  // namespace dsmhist
 
-// `from . import _C` loads this shared library, which runs the registrations above; the module itself is empty.
-extern "C" PyObject* PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
-  return PyModule_Create(&module_def);
-}
+// `from . import _C` loads this shared library, which runs the registrations above; the module (eager_entry.cpp)
+// holds only the eager entry points.

@@ -6,7 +6,7 @@ from typing import Iterator, Optional, Tuple, Union
 
 import torch
 
-from . import _rules
+from . import _C, _rules
 
 __all__ = [
     "histogram",
@@ -98,6 +98,8 @@ def histogram(
         and accumulate is False
         and _rules.plain_histogram_call(input, bins, min, max, weight, out_of_range, dtype)
     ):
+        if _rules.eager_entry_applies(input, weight):
+            return _C.histogram(input, bins, min, max, weight, out_of_range, dtype)
         plain: torch.Tensor = _HISTOGRAM(input, bins, min, max, weight, out_of_range, dtype)
         return plain
     fn = "torch_dsmhist.histogram"

@@ -4,7 +4,7 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
-from . import _rules
+from . import _C, _rules
 
 __all__ = ["MoeRouting", "moe_align_block_size", "moe_routing"]
 
@@ -74,6 +74,8 @@ def moe_align_block_size(
     """
     if type(block_size) is int and type(num_experts) is int and expert_map is None and pad_sorted_ids is False:
         if isinstance(topk_ids, torch.Tensor):  # the common call: the op's C++ checks see every value
+            if _rules.eager_entry_applies(topk_ids):
+                return _C.moe_align_block_size(topk_ids, block_size, num_experts)
             plain: Tuple[torch.Tensor, torch.Tensor, torch.Tensor] = _ALIGN(topk_ids, block_size, num_experts)
             return plain
     fn = "torch_dsmhist.moe_align_block_size"
@@ -114,6 +116,8 @@ def moe_routing(topk_ids: torch.Tensor, num_experts: int, block_size: int = 1) -
         MoeRouting(counts=tensor([2, 1, 1], dtype=torch.int32), offsets=tensor([0, 2, 3, 4], dtype=torch.int32), permutation=tensor([1, 2, 3, 0], dtype=torch.int32))
     """
     if type(num_experts) is int and type(block_size) is int and isinstance(topk_ids, torch.Tensor):
+        if _rules.eager_entry_applies(topk_ids):
+            return MoeRouting(*_C.moe_routing(topk_ids, num_experts, block_size))
         return MoeRouting(*_ROUTING(topk_ids, num_experts, block_size))
     fn = "torch_dsmhist.moe_routing"
     _rules.check_tensor(fn, "topk_ids", topk_ids)
