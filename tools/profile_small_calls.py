@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Where the host time of a small call goes (issue 51): host µs per call of the op through each layer, beside
-torch.histc and an empty kernel launch, a torch.profiler table of one layer, and the compiled routing step with each
-counting op (per-step device time, plus inductor's generated code written to --out).
+"""Where the host time of a small call goes (issue 51): host µs per call of the op through each layer (torch.ops,
+its overload, the eager entry torch_dsmhist._C, the wrappers), beside torch.histc and an empty kernel launch, the
+layers interleaved over --rounds rounds (the least and the median; the host drifts); then a torch.profiler table of one
+layer and the compiled routing step with each counting op (per-step device time), unless --host-only.
 
-    python tools/profile_small_calls.py [--out DIR] [--calls 2000]
+    python tools/profile_small_calls.py [--out DIR] [--calls 2000] [--rounds 5] [--host-only]
 """
 
 import argparse
@@ -14,6 +15,7 @@ import time
 import torch
 
 import torch_dsmhist
+from torch_dsmhist import _C
 
 
 def host_us(fn, calls: int, repeats: int = 5) -> float:
@@ -45,6 +47,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=".")
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--host-only", action="store_true", help="only the host time per call of each layer")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     dev = torch.device("cuda")
@@ -63,21 +67,34 @@ def main() -> None:
         "torch.ops.dsmhist.histogram": lambda: op(ids, experts),
         "torch.ops.dsmhist.histogram.default": lambda: default(ids, experts),
         "torch.ops.dsmhist.histogram.default, no_grad": None,
+        "torch_dsmhist._C.histogram (the eager entry)": lambda: _C.histogram(
+            ids, experts, None, None, None, "ignore", None
+        ),
         "torch_dsmhist.histogram": lambda: torch_dsmhist.histogram(ids, experts),
+        "torch.ops.dsmhist.moe_routing.default": lambda: torch.ops.dsmhist.moe_routing.default(ids, experts),
         "torch_dsmhist.moe_routing": lambda: torch_dsmhist.moe_routing(ids, experts),
-        "torch_dsmhist.moe_align_block_size(64)": lambda: torch_dsmhist.moe_align_block_size(ids, 64, experts),
         "torch.ops.dsmhist.moe_align_block_size.default": (
             lambda: torch.ops.dsmhist.moe_align_block_size.default(ids, 64, experts)
         ),
+        "torch_dsmhist.moe_align_block_size(64)": lambda: torch_dsmhist.moe_align_block_size(ids, 64, experts),
     }
-    print(f"host us per call, {tokens}x{top_k} int64 ids, {experts} experts ({args.calls} calls, median of 5)")
-    for name, fn in layers.items():
-        if fn is None:
-            with torch.no_grad():
-                us = host_us(lambda: default(ids, experts), args.calls)
-        else:
-            us = host_us(fn, args.calls)
-        print(f"  {name:48s} {us:7.2f}")
+
+    def no_grad_default() -> None:
+        with torch.no_grad():
+            default(ids, experts)
+
+    times: dict = {name: [] for name in layers}
+    for _ in range(args.rounds):
+        for name, fn in layers.items():
+            times[name].append(host_us(fn or no_grad_default, args.calls))
+    print(
+        f"host us per call, {tokens}x{top_k} int64 ids, {experts} experts ({args.calls} calls, median of 5 batches;"
+        f" {args.rounds} rounds interleaved): least, median"
+    )
+    for name, us in times.items():
+        print(f"  {name:48s} {min(us):7.2f} {statistics.median(us):7.2f}")
+    if args.host_only:
+        return
 
     from torch.profiler import ProfilerActivity, profile
 
