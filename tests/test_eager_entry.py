@@ -165,3 +165,14 @@ def test_compiled_calls_trace_torch_ops(device, gen):
     targets = {node.target for node in graphs[0].graph.nodes if node.op == "call_function"}
     assert {HISTOGRAM, ALIGN, ROUTING} <= targets, targets
     assert not {_C.histogram, _C.moe_align_block_size, _C.moe_routing} & targets
+
+
+def test_jit_trace_records_the_ops(gen):
+    """TorchScript's tracer works in the dispatcher (its Tracer key), so a trace through the entry records the ops."""
+    x = ids(gen, "cpu", 100).clamp(0, 7)
+    traced = torch.jit.trace(lambda t: torch_dsmhist.histogram(t, 8), (x,))
+    assert "dsmhist::histogram" in [node.kind() for node in traced.graph.nodes()]
+    y = ids(gen, "cpu", 51).clamp(0, 7)
+    assert torch.equal(traced(y), torch.bincount(y, minlength=8))
+    traced = torch.jit.trace(lambda t: torch_dsmhist.moe_routing(t.view(10, 10), 8)[0], (x,))
+    assert "dsmhist::moe_routing" in [node.kind() for node in traced.graph.nodes()]
