@@ -32,6 +32,14 @@ at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double
   return op.call(input, bins, min, max, weight, out_of_range, dtype);
 }
 
+void histogram_add_(at::Tensor& hist, const at::Tensor& input, std::optional<double> min, std::optional<double> max,
+                    const std::optional<at::Tensor>& weight, const std::string& out_of_range) {
+  using Signature = void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
+                         const std::optional<at::Tensor>&, c10::string_view);
+  static const auto op = typed_op<Signature>("dsmhist::histogram_add_");
+  op.call(hist, input, min, max, weight, out_of_range);
+}
+
 Tensors3 moe_align_block_size(const at::Tensor& topk_ids, int64_t block_size, int64_t num_experts) {
   using Signature = Tensors3(const at::Tensor&, int64_t, int64_t, const std::optional<at::Tensor>&, bool);
   static const auto op = typed_op<Signature>("dsmhist::moe_align_block_size");
@@ -49,6 +57,7 @@ Tensors3 moe_routing(const at::Tensor& topk_ids, int64_t num_experts, int64_t bl
 
 PYBIND11_MODULE(_C, m) {
   m.def("histogram", &dsmhist::histogram, "dsmhist::histogram, every argument given");
+  m.def("histogram_add_", &dsmhist::histogram_add_, "dsmhist::histogram_add_, every argument given");
   m.def("moe_align_block_size", &dsmhist::moe_align_block_size,
         "dsmhist::moe_align_block_size without expert_map, pad_sorted_ids=False");
   m.def("moe_routing", &dsmhist::moe_routing, "dsmhist::moe_routing");

@@ -1,5 +1,5 @@
-"""The eager entry (csrc/eager_entry.cpp): a plain call of torch_dsmhist.histogram, moe_align_block_size or
-moe_routing reaches its op through the dispatcher's typed handle instead of torch.ops. It must be the same call: the
+"""The eager entry (csrc/eager_entry.cpp): a plain call of torch_dsmhist.histogram, histogram_add_,
+moe_align_block_size or moe_routing reaches its op through the dispatcher's typed handle instead of torch.ops. It must be the same call: the
 same results and errors, autograd, a TorchDispatchMode and the profiler seeing the op; and where torch.ops does more
 (a tensor subclass's or a torch-function mode's __torch_function__, tracing under torch.compile) the wrapper must
 take torch.ops."""
@@ -15,6 +15,7 @@ from torch_dsmhist import _C, _rules
 from conftest import DEVICES
 
 HISTOGRAM = torch.ops.dsmhist.histogram.default
+ADD = torch.ops.dsmhist.histogram_add_.default
 ALIGN = torch.ops.dsmhist.moe_align_block_size.default
 ROUTING = torch.ops.dsmhist.moe_routing.default
 
@@ -69,6 +70,12 @@ def test_same_results_as_torch_ops(device, dtype, gen):
     ]:
         got, expected = torch_dsmhist.histogram(*args), HISTOGRAM(*args)
         assert got.dtype == expected.dtype and torch.equal(got, expected), args[1:4]
+    for hist_dtype in (torch.int64, torch.int32, torch.float32):
+        start = torch.randint(0, 100, (64,), generator=gen).to(device, hist_dtype)
+        got, expected = start.clone(), start.clone()
+        assert torch_dsmhist.histogram_add_(got, x, 0.0, 64.0) is got
+        ADD(expected, x, 0.0, 64.0, None, "ignore")
+        assert torch.equal(got, expected), hist_dtype
     if dtype != torch.float32:
         topk = x.view(-1)[:1000].view(125, 8).clamp(0, 63)
         for got, expected in zip(torch_dsmhist.moe_align_block_size(topk, 16, 64), ALIGN(topk, 16, 64)):
@@ -93,6 +100,19 @@ def test_errors_as_torch_ops(gen):
             torch_dsmhist.histogram(*args)
         assert type(via_entry.value) is type(via_ops.value), args[1:]
         assert str(via_entry.value) == str(via_ops.value)
+    for hist, kwargs in [
+        (torch.zeros(8, dtype=torch.int16), {}),
+        (torch.zeros(8), {"out_of_range": "bogus"}),
+        (torch.zeros(8, requires_grad=True), {}),
+        (torch.zeros(8, dtype=torch.int64), {"weight": torch.ones(3)}),
+    ]:
+        before = hist.detach().clone()
+        with pytest.raises(Exception) as via_ops:
+            ADD(hist, x, 0.0, 8.0, kwargs.get("weight"), kwargs.get("out_of_range", "ignore"))
+        with pytest.raises(Exception) as via_entry:
+            torch_dsmhist.histogram_add_(hist, x, 0.0, 8.0, **kwargs)
+        assert type(via_entry.value) is type(via_ops.value) and str(via_entry.value) == str(via_ops.value), kwargs
+        assert torch.equal(hist.detach(), before), "a call that raises wrote into hist"
     with pytest.raises(ValueError, match="block_size"):
         torch_dsmhist.moe_align_block_size(x.view(5, 10).clamp(0, 7), 0, 8)
     with pytest.raises(ValueError, match="num_experts"):
@@ -115,9 +135,10 @@ def test_dispatch_mode_and_profiler_see_the_op(device, gen):
     topk = x.clamp(0, 63).view(125, 8)
     with Recorder() as recorder:
         torch_dsmhist.histogram(x, 64)
+        torch_dsmhist.histogram_add_(torch.zeros(64, dtype=torch.int64, device=device), x)
         torch_dsmhist.moe_align_block_size(topk, 16, 64)
         torch_dsmhist.moe_routing(topk, 64)
-    assert HISTOGRAM in recorder.ops and ALIGN in recorder.ops and ROUTING in recorder.ops, recorder.ops
+    assert {HISTOGRAM, ADD, ALIGN, ROUTING} <= set(recorder.ops), recorder.ops
     with torch.profiler.profile() as profile:
         torch_dsmhist.histogram(x, 64)
     assert any(event.key == "dsmhist::histogram" for event in profile.key_averages())
@@ -129,10 +150,13 @@ def test_torch_function_mode_and_subclasses_take_torch_ops(gen):
     with FunctionRecorder() as recorder:
         assert not _rules.eager_entry_applies(x)
         counts = torch_dsmhist.histogram(x, 64)
+        torch_dsmhist.histogram_add_(torch.zeros(64, dtype=torch.int64), x)
         torch_dsmhist.moe_align_block_size(topk, 16, 64)
         torch_dsmhist.moe_routing(topk, 64)
     assert torch.equal(counts, HISTOGRAM(x, 64))
-    assert HISTOGRAM in recorder.funcs and ALIGN in recorder.funcs and ROUTING in recorder.funcs, recorder.funcs
+    for packet in (torch.ops.dsmhist.histogram, torch.ops.dsmhist.histogram_add_, torch.ops.dsmhist.moe_align_block_size,
+                   torch.ops.dsmhist.moe_routing):  # fmt: skip
+        assert packet in recorder.funcs or packet.default in recorder.funcs, (packet, recorder.funcs)
     tagged = x.as_subclass(Tagged)
     Tagged.seen = []
     assert not _rules.eager_entry_applies(tagged) and not _rules.eager_entry_applies(
@@ -154,7 +178,8 @@ def test_compiled_calls_trace_torch_ops(device, gen):
         return graph_module.forward
 
     def step(x, topk):
-        return (torch_dsmhist.histogram(x, 64), *torch_dsmhist.moe_align_block_size(topk, 16, 64),
+        hist = torch_dsmhist.histogram_add_(torch.zeros(64, dtype=torch.int64, device=x.device), x)
+        return (torch_dsmhist.histogram(x, 64), hist, *torch_dsmhist.moe_align_block_size(topk, 16, 64),
                 *torch_dsmhist.moe_routing(topk, 64))  # fmt: skip
 
     x = ids(gen, device)
@@ -163,8 +188,8 @@ def test_compiled_calls_trace_torch_ops(device, gen):
     assert all(torch.equal(a, b) for a, b in zip(got, step(x, topk)))
     assert len(graphs) == 1
     targets = {node.target for node in graphs[0].graph.nodes if node.op == "call_function"}
-    assert {HISTOGRAM, ALIGN, ROUTING} <= targets, targets
-    assert not {_C.histogram, _C.moe_align_block_size, _C.moe_routing} & targets
+    assert {HISTOGRAM, ALIGN, ROUTING} <= targets and {ADD, torch.ops.dsmhist.histogram_add_} & targets, targets
+    assert not {_C.histogram, _C.histogram_add_, _C.moe_align_block_size, _C.moe_routing} & targets
 
 
 def test_jit_trace_records_the_ops(gen):

@@ -57,6 +57,7 @@ def main() -> None:
     ids = torch.randint(0, experts, (tokens, top_k), device=dev)
     ids_f = ids.float()
     small = torch.zeros(16, device=dev)
+    hist = torch.zeros(experts, dtype=torch.int64, device=dev)
     op = torch.ops.dsmhist.histogram
     default = op.default
     layers = {
@@ -71,6 +72,8 @@ def main() -> None:
             ids, experts, None, None, None, "ignore", None
         ),
         "torch_dsmhist.histogram": lambda: torch_dsmhist.histogram(ids, experts),
+        "torch.ops.dsmhist.histogram_add_.default": lambda: torch.ops.dsmhist.histogram_add_.default(hist, ids),
+        "torch_dsmhist.histogram_add_": lambda: torch_dsmhist.histogram_add_(hist, ids),
         "torch.ops.dsmhist.moe_routing.default": lambda: torch.ops.dsmhist.moe_routing.default(ids, experts),
         "torch_dsmhist.moe_routing": lambda: torch_dsmhist.moe_routing(ids, experts),
         "torch.ops.dsmhist.moe_align_block_size.default": (

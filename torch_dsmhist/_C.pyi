@@ -13,6 +13,14 @@ def histogram(
     out_of_range: str,
     dtype: Optional[torch.dtype],
 ) -> torch.Tensor: ...
+def histogram_add_(
+    hist: torch.Tensor,
+    input: torch.Tensor,
+    min: Optional[float],
+    max: Optional[float],
+    weight: Optional[torch.Tensor],
+    out_of_range: str,
+) -> None: ...
 def moe_align_block_size(
     topk_ids: torch.Tensor, block_size: int, num_experts: int
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...

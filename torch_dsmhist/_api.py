@@ -154,6 +154,9 @@ def histogram_add_(
     The registered op ``torch.ops.dsmhist.histogram_add_`` returns nothing (torch.compile cannot functionalize custom
     ops whose output aliases an input); this function returns ``hist``.
     """
+    if _rules.plain_add_call(hist, input, min, max, weight, out_of_range):  # the op's C++ checks see every value
+        _C.histogram_add_(hist, input, min, max, weight, out_of_range)
+        return hist
     fn = "torch_dsmhist.histogram_add_"
     _rules.check_tensor(fn, "hist", hist)
     min, max = _rules.call_arguments(fn, input, min, max, weight, out_of_range)

@@ -69,6 +69,18 @@ def plain_histogram_call(input: Any, bins: Any, min: Any, max: Any, weight: Any,
     )
 
 
+def plain_add_call(hist: Any, input: Any, min: Any, max: Any, weight: Any, out_of_range: Any) -> bool:
+    """plain_histogram_call's test for histogram_add_: plain tensors (``hist`` too, and no subclass: see
+    eager_entry_applies), floats or None, a str."""
+    return (
+        type(hist) is torch.Tensor
+        and (min is None or type(min) is float)
+        and (max is None or type(max) is float)
+        and type(out_of_range) is str
+        and eager_entry_applies(input, weight)
+    )
+
+
 _is_compiling = torch.compiler.is_compiling
 _torch_function_mode_enabled = torch._C._is_torch_function_mode_enabled
 
