@@ -17,6 +17,7 @@
 
 #include "edges_args.h"
 #include "histogram_args.h"
+#include "op_handles.h"
 
 namespace dsmhist {
 
@@ -24,19 +25,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-using HistogramSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<double>, std::optional<double>,
-                                      const std::optional<at::Tensor>&, c10::string_view,
-                                      std::optional<at::ScalarType>);
-using RangeKeysSignature = at::Tensor(const at::Tensor&, int64_t, const at::Tensor&, const std::optional<at::Tensor>&,
-                                      c10::string_view, std::optional<at::ScalarType>, bool);
-using BinIndicesSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<double>, std::optional<double>,
-                                       c10::string_view, const std::optional<at::Tensor>&);
-
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> find_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
-}
 
 bool weight_needs_grad(const std::optional<at::Tensor>& weight) {
   return at::GradMode::is_enabled() && weight.has_value() && weight->defined() && weight->requires_grad();
@@ -54,13 +42,6 @@ at::Tensor gather_weight_grad(at::Tensor indices, const at::Tensor& grad, at::Sc
   picked.masked_fill_(dropped, 0);
   return picked.to(weight_dtype);
 }
-
-using EdgesSignature = at::Tensor(const at::Tensor&, at::TensorList, const std::optional<at::Tensor>&, c10::string_view,
-                                  std::optional<at::ScalarType>);
-using HistogramEdgesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                                           c10::string_view, std::optional<at::ScalarType>);
-using EdgeBinIndicesSignature = at::Tensor(const at::Tensor&, at::TensorList, c10::string_view);
-using RowEdgeBinIndicesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view);
 
 // histogram_edges (one edges tensor: 1-D, or per-row [..., B + 1]) and histogramdd (input [..., N, D]) differentiated
 // in weight: the backward bins the saved points again with dsmhist::_edge_bin_indices (or _row_edge_bin_indices),
@@ -274,10 +255,7 @@ void histogram_add_autograd(at::Tensor& hist, const at::Tensor& input, std::opti
                             std::optional<double> max, const std::optional<at::Tensor>& weight,
                             c10::string_view out_of_range) {
   refuse_autograd("torch_dsmhist.histogram_add_", "hist", hist, weight, /*out_form=*/false);
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("dsmhist::histogram_add_", "")
-                             .typed<void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
-                                         const std::optional<at::Tensor>&, c10::string_view)>();
+  static const auto op = find_op<HistogramAddSignature>("dsmhist::histogram_add_");
   {
     const at::AutoDispatchBelowADInplaceOrView below;
     op.call(hist, input, min, max, weight, out_of_range);
@@ -289,11 +267,7 @@ void histogram_out_autograd(at::Tensor& out, const at::Tensor& input, std::optio
                             std::optional<double> max, const std::optional<at::Tensor>& weight,
                             c10::string_view out_of_range, std::optional<at::ScalarType> dtype, bool accumulate) {
   refuse_autograd("torch_dsmhist.histogram", "out", out, weight, /*out_form=*/true);
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("dsmhist::_histogram_out", "")
-          .typed<void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
-                      const std::optional<at::Tensor>&, c10::string_view, std::optional<at::ScalarType>, bool)>();
+  static const auto op = find_op<HistogramOutSignature>("dsmhist::_histogram_out");
   {
     const at::AutoDispatchBelowADInplaceOrView below;
     op.call(out, input, min, max, weight, out_of_range, dtype, accumulate);

@@ -11,44 +11,33 @@
 #include <string>
 #include <tuple>
 
+#include "op_handles.h"
+
 namespace dsmhist {
 namespace {
 
 using Tensors3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
-// The typed handle of dsmhist::<name> (its default overload). Each caller keeps its own in a static: one static here
-// would be shared by every op of the same signature.
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").template typed<Signature>();
-}
-
 at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                      const std::optional<at::Tensor>& weight, const std::string& out_of_range,
                      std::optional<at::ScalarType> dtype) {
-  using Signature = at::Tensor(const at::Tensor&, int64_t, std::optional<double>, std::optional<double>,
-                               const std::optional<at::Tensor>&, c10::string_view, std::optional<at::ScalarType>);
-  static const auto op = typed_op<Signature>("dsmhist::histogram");
+  static const auto op = find_op<HistogramSignature>("dsmhist::histogram");
   return op.call(input, bins, min, max, weight, out_of_range, dtype);
 }
 
 void histogram_add_(at::Tensor& hist, const at::Tensor& input, std::optional<double> min, std::optional<double> max,
                     const std::optional<at::Tensor>& weight, const std::string& out_of_range) {
-  using Signature = void(at::Tensor&, const at::Tensor&, std::optional<double>, std::optional<double>,
-                         const std::optional<at::Tensor>&, c10::string_view);
-  static const auto op = typed_op<Signature>("dsmhist::histogram_add_");
+  static const auto op = find_op<HistogramAddSignature>("dsmhist::histogram_add_");
   op.call(hist, input, min, max, weight, out_of_range);
 }
 
 Tensors3 moe_align_block_size(const at::Tensor& topk_ids, int64_t block_size, int64_t num_experts) {
-  using Signature = Tensors3(const at::Tensor&, int64_t, int64_t, const std::optional<at::Tensor>&, bool);
-  static const auto op = typed_op<Signature>("dsmhist::moe_align_block_size");
+  static const auto op = find_op<MoeAlignSignature>("dsmhist::moe_align_block_size");
   return op.call(topk_ids, block_size, num_experts, std::nullopt, false);
 }
 
 Tensors3 moe_routing(const at::Tensor& topk_ids, int64_t num_experts, int64_t block_size) {
-  using Signature = Tensors3(const at::Tensor&, int64_t, int64_t);
-  static const auto op = typed_op<Signature>("dsmhist::moe_routing");
+  static const auto op = find_op<MoeRoutingSignature>("dsmhist::moe_routing");
   return op.call(topk_ids, num_experts, block_size);
 }
 
