@@ -16,8 +16,6 @@
 namespace dsmhist {
 namespace {
 
-using Tensors3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
-
 at::Tensor histogram(const at::Tensor& input, int64_t bins, std::optional<double> min, std::optional<double> max,
                      const std::optional<at::Tensor>& weight, const std::string& out_of_range,
                      std::optional<at::ScalarType> dtype) {

@@ -11,6 +11,8 @@
 
 namespace dsmhist {
 
+using Tensors3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;  // the MoE ops' three outputs
+
 using HistogramSignature = at::Tensor(const at::Tensor&, int64_t, std::optional<double>, std::optional<double>,
                                       const std::optional<at::Tensor>&, c10::string_view,
                                       std::optional<at::ScalarType>);
@@ -29,9 +31,8 @@ using EdgeBinIndicesSignature = at::Tensor(const at::Tensor&, at::TensorList, c1
 using RowEdgeBinIndicesSignature = at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view);
 using EdgesSignature = at::Tensor(const at::Tensor&, at::TensorList, const std::optional<at::Tensor>&, c10::string_view,
                                   std::optional<at::ScalarType>);
-using MoeAlignSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, int64_t, int64_t,
-                                                                         const std::optional<at::Tensor>&, bool);
-using MoeRoutingSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, int64_t, int64_t);
+using MoeAlignSignature = Tensors3(const at::Tensor&, int64_t, int64_t, const std::optional<at::Tensor>&, bool);
+using MoeRoutingSignature = Tensors3(const at::Tensor&, int64_t, int64_t);
 
 // The typed handle of op `name` ("dsmhist::histogram"), its default overload. A caller keeps it in a static of its
 // own (one static here would be shared by every op of the same signature).
