@@ -5,6 +5,10 @@
 // dropped value. Backward bins the saved input with dsmhist::_bin_indices, the forward's own Binner and range (the
 // data's, found again from the same input, or the given range keys), so the two cannot disagree about a bin. The
 // input is never differentiable: a count is piecewise constant in the values, so it gets no gradient.
+//
+// Forward mode (torch.autograd.forward_ad, torch.func.jvp / jacfwd) follows from the same linearity: the output's
+// tangent is the same call with the weights' tangent in their place. torch.func's reverse transforms (grad, vjp,
+// jacrev) refuse a C++ torch::autograd::Function, so they raise here; torch.autograd.grad and backward() work.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -28,6 +32,24 @@ using torch::autograd::variable_list;
 
 bool weight_needs_grad(const std::optional<at::Tensor>& weight) {
   return at::GradMode::is_enabled() && weight.has_value() && weight->defined() && weight->requires_grad();
+}
+
+// The weights' forward-mode tangent (forward AD's level 0, the one torch's own kernels use), or an undefined tensor
+// where there is none or it is known to be zero.
+at::Tensor weight_tangent(const std::optional<at::Tensor>& weight) {
+  if (!weight.has_value() || !weight->defined()) return {};
+  const at::Tensor& tangent = weight->_fw_grad(/*level=*/0);
+  return tangent.defined() && !tangent._is_zerotensor() ? tangent : at::Tensor();
+}
+
+// `output` with its forward-mode tangent set: tangent_of(the weights' tangent), the same call over the tangent (it
+// goes through the dispatcher again, so a tangent of a tangent gets its own). Without it the output would carry no
+// tangent: a silent zero for jvp.
+template <typename TangentOf>
+at::Tensor with_tangent(at::Tensor output, const std::optional<at::Tensor>& weight, TangentOf&& tangent_of) {
+  const at::Tensor tangent = weight_tangent(weight);
+  if (tangent.defined()) output._set_fw_grad(tangent_of(tangent), /*level=*/0, /*is_inplace_op=*/false);
+  return output;
 }
 
 // grad_out at each element's bin (bins along grad's last dim), 0 where the element was dropped (-1). Works in place
@@ -184,47 +206,65 @@ template <bool Batched>
 at::Tensor histogram_autograd(const at::Tensor& input, int64_t bins, std::optional<double> min,
                               std::optional<double> max, const std::optional<at::Tensor>& weight,
                               c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
-  if (weight_needs_grad(weight)) {
-    return WeightedHistogram<Batched>::apply(input, bins, min, max, *weight, std::string(out_of_range), dtype);
-  }
   static const auto op = find_op<HistogramSignature>(WeightedHistogram<Batched>::name());
-  const at::AutoDispatchBelowADInplaceOrView below;
-  return op.call(input, bins, min, max, weight, out_of_range, dtype);
+  at::Tensor output;
+  if (weight_needs_grad(weight)) {
+    output = WeightedHistogram<Batched>::apply(input, bins, min, max, *weight, std::string(out_of_range), dtype);
+  } else {
+    const at::AutoDispatchBelowADInplaceOrView below;
+    output = op.call(input, bins, min, max, weight, out_of_range, dtype);
+  }
+  return with_tangent(std::move(output), weight, [&](const at::Tensor& tangent) {
+    return op.call(input, bins, min, max, tangent, out_of_range, dtype);
+  });
 }
 
 at::Tensor histogram_with_range_keys_autograd(const at::Tensor& input, int64_t bins, const at::Tensor& range_keys,
                                               const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                                               std::optional<at::ScalarType> dtype, bool batched) {
-  if (weight_needs_grad(weight)) {
-    return WeightedHistogramWithRangeKeys::apply(input, bins, range_keys, *weight, std::string(out_of_range), dtype,
-                                                 batched);
-  }
   static const auto op = find_op<RangeKeysSignature>("dsmhist::_histogram_with_range_keys");
-  const at::AutoDispatchBelowADInplaceOrView below;
-  return op.call(input, bins, range_keys, weight, out_of_range, dtype, batched);
+  at::Tensor output;
+  if (weight_needs_grad(weight)) {
+    output = WeightedHistogramWithRangeKeys::apply(input, bins, range_keys, *weight, std::string(out_of_range), dtype,
+                                                   batched);
+  } else {
+    const at::AutoDispatchBelowADInplaceOrView below;
+    output = op.call(input, bins, range_keys, weight, out_of_range, dtype, batched);
+  }
+  return with_tangent(std::move(output), weight, [&](const at::Tensor& tangent) {
+    return op.call(input, bins, range_keys, tangent, out_of_range, dtype, batched);
+  });
 }
 
 at::Tensor histogram_edges_autograd(const at::Tensor& input, const at::Tensor& edges,
                                     const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                                     std::optional<at::ScalarType> dtype) {
-  if (weight_needs_grad(weight)) {
-    return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>{edges}, *weight, std::string(out_of_range),
-                                         dtype, false);
-  }
   static const auto op = find_op<HistogramEdgesSignature>("dsmhist::histogram_edges");
-  const at::AutoDispatchBelowADInplaceOrView below;
-  return op.call(input, edges, weight, out_of_range, dtype);
+  at::Tensor output;
+  if (weight_needs_grad(weight)) {
+    output = WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>{edges}, *weight, std::string(out_of_range),
+                                           dtype, false);
+  } else {
+    const at::AutoDispatchBelowADInplaceOrView below;
+    output = op.call(input, edges, weight, out_of_range, dtype);
+  }
+  return with_tangent(std::move(output), weight,
+                      [&](const at::Tensor& tangent) { return op.call(input, edges, tangent, out_of_range, dtype); });
 }
 
 at::Tensor histogramdd_autograd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
                                 c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
-  if (weight_needs_grad(weight)) {
-    return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>(edges.begin(), edges.end()), *weight,
-                                         std::string(out_of_range), dtype, true);
-  }
   static const auto op = find_op<EdgesSignature>("dsmhist::histogramdd");
-  const at::AutoDispatchBelowADInplaceOrView below;
-  return op.call(input, edges, weight, out_of_range, dtype);
+  at::Tensor output;
+  if (weight_needs_grad(weight)) {
+    output = WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>(edges.begin(), edges.end()), *weight,
+                                           std::string(out_of_range), dtype, true);
+  } else {
+    const at::AutoDispatchBelowADInplaceOrView below;
+    output = op.call(input, edges, weight, out_of_range, dtype);
+  }
+  return with_tangent(std::move(output), weight,
+                      [&](const at::Tensor& tangent) { return op.call(input, edges, tangent, out_of_range, dtype); });
 }
 
 // In-place ops and autograd, as torch's own in-place ops behave: a call that would change a tensor autograd needs
@@ -232,6 +272,18 @@ at::Tensor histogramdd_autograd(const at::Tensor& input, at::TensorList edges, c
 // tensor saved for backward and changed since makes backward raise instead of computing a wrong gradient.
 void refuse_autograd(const char* op, const char* target_name, const at::Tensor& target,
                      const std::optional<at::Tensor>& weight, bool out_form) {
+  // Forward mode, refused as torch's out= functions refuse it: the written tensor's tangent would otherwise stay as it
+  // was, a silent error wherever the weights (or an overwritten out) carry one.
+  const bool weight_tangent_defined = weight_tangent(weight).defined();
+  if (out_form) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!weight_tangent_defined && !target._fw_grad(/*level=*/0).defined(), op,
+                                "(): functions with out=... arguments don't support forward-mode AD, but weight or "
+                                "out has a tangent (use histogram(...) without out=: its result carries the tangent)");
+  } else {
+    TORCH_CHECK_NOT_IMPLEMENTED(!weight_tangent_defined, op,
+                                ": weight has a forward-mode AD tangent, and histogram_add_ does not support "
+                                "forward-mode AD; add the result of histogram(...), which carries the tangent");
+  }
   if (!at::GradMode::is_enabled()) return;
   const bool weight_grad = weight.has_value() && weight->defined() && weight->requires_grad();
   if (out_form) {

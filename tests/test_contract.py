@@ -3,8 +3,8 @@
 - A call that raises leaves every tensor it was given (out=, hist, input, weight) bitwise unchanged.
 - histogram(out=) accepts what histogram() accepts, and its messages speak of `out`.
 - In-place ops bump the version counter of what they write and refuse tensors that autograd needs.
-- Weights are differentiable (gradcheck in float64; eager, compiled, deterministic, batched); input never gets a
-  gradient.
+- Weights are differentiable (gradcheck in float64; eager, compiled, deterministic, batched), in reverse and forward
+  mode; input never gets a gradient.
 - Fake (meta) kernels refuse what the real op refuses, with the same message.
 - A wrong Python type raises TypeError, a bad value ValueError, each naming the argument.
 """
@@ -368,6 +368,129 @@ def test_backward_memory_bound(weight_dtype, gen):
     assert extra <= per_element * n + (4 << 20), (extra, per_element * n)
     expected = grad[x].to(weight_dtype)
     assert torch.equal(gw, expected)
+
+
+# Forward mode (torch.autograd.forward_ad, torch.func.jvp / jacfwd): the output's tangent is the histogram of the
+# weights' tangent. Each case: (name, call(values, weights) with values float64 in [0, 1) of shape [4, 60]).
+EDGES9 = torch.linspace(0, 1, 9, dtype=torch.float64)
+FORWARD_CASES = [
+    ("histogram, ids", lambda v, w: torch_dsmhist.histogram((v * 10 - 1).long(), 8, weight=w)),
+    ("histogram, range", lambda v, w: torch_dsmhist.histogram(v, 8, 0.1, 0.9, weight=w, out_of_range="clamp")),
+    ("histogram, data range", lambda v, w: torch_dsmhist.histogram(v, 8, weight=w)),
+    ("batched_histogram", lambda v, w: torch_dsmhist.batched_histogram(v, 8, 0.0, 1.0, weight=w)),
+    ("batched_histogram, data range", lambda v, w: torch_dsmhist.batched_histogram(v, 8, weight=w)),
+    ("histogram_edges", lambda v, w: torch_dsmhist.histogram_edges(v, EDGES9.to(v.device), weight=w)),
+    (
+        "histogram_edges, per-row edges",
+        lambda v, w: torch_dsmhist.histogram_edges(v, EDGES9.to(v.device).expand(4, 9).contiguous(), weight=w),
+    ),
+    (
+        "histogramdd",  # one weight a point: a strided view
+        lambda v, w: torch_dsmhist.histogramdd(
+            v.reshape(-1, 2), [EDGES9.to(v.device)] * 2, weight=w.reshape(-1, 2)[:, 0]
+        ),
+    ),
+    (
+        "histogramdd, batched",
+        lambda v, w: torch_dsmhist.histogramdd(v.reshape(4, -1, 2), [EDGES9.to(v.device)] * 2, weight=w[:, :30]),
+    ),
+    ("dropins.bincount", lambda v, w: torch_dsmhist.dropins.bincount((v[0] * 10).long(), w[0], minlength=10)),
+    ("dropins.histogram", lambda v, w: torch_dsmhist.dropins.histogram(v, 8, range=(0.0, 1.0), weight=w).hist),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name, call", FORWARD_CASES, ids=[c[0] for c in FORWARD_CASES])
+def test_forward_mode_tangent_is_the_jacobian_times_the_tangent(device, name, call, gen):
+    """A weighted call's forward-mode tangent (forward_ad and torch.func.jvp) equals the reverse-mode Jacobian times
+    the tangent, and gradcheck's finite differences agree in both modes. Before, the output had no tangent: jvp
+    returned zeros."""
+    import torch.autograd.forward_ad as fwAD
+
+    values = torch.rand(4, 60, generator=gen, dtype=torch.float64).to(device)
+    w = torch.randn(4, 60, generator=gen, dtype=torch.float64).to(device)
+    tangent = torch.randn(4, 60, generator=gen, dtype=torch.float64).to(device)
+    jacobian = torch.autograd.functional.jacobian(lambda w: call(values, w), w)
+    expected = (jacobian.reshape(-1, w.numel()) @ tangent.reshape(-1)).reshape(jacobian.shape[: -w.dim()])
+    with fwAD.dual_level():
+        primal, got = fwAD.unpack_dual(call(values, fwAD.make_dual(w, tangent)))
+    assert got is not None, "the output carries no tangent"
+    torch.testing.assert_close(primal, call(values, w), rtol=1e-12, atol=1e-12)  # CUDA's sums: any order
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    _, jvp = torch.func.jvp(lambda w: call(values, w), (w,), (tangent,))
+    torch.testing.assert_close(jvp, expected, rtol=1e-12, atol=1e-12)
+    small = w[:, :12].clone().requires_grad_()  # gradcheck's finite differences: one evaluation per weight
+    assert torch.autograd.gradcheck(
+        lambda s: call(values, torch.cat([s, w[:, 12:]], dim=1)), (small,), check_forward_ad=True
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("weight_dtype", [torch.float16, torch.float32, torch.float64])
+def test_forward_mode_tangent_dtype_follows_the_output(device, weight_dtype, gen):
+    import torch.autograd.forward_ad as fwAD
+
+    ids = torch.randint(0, 5, (100,), generator=gen).to(device)
+    w = torch.rand(100, generator=gen).to(device=device, dtype=weight_dtype)
+    tangent = torch.ones(100, dtype=weight_dtype, device=device)
+    with fwAD.dual_level():
+        primal, got = fwAD.unpack_dual(torch_dsmhist.histogram(ids, 5, weight=fwAD.make_dual(w, tangent)))
+    assert got.dtype == primal.dtype
+    assert torch.equal(got.cpu(), torch.bincount(ids.cpu(), minlength=5).to(got.dtype))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_mode_jacfwd_matches_the_reverse_jacobian(device, gen):
+    ids = torch.randint(-2, 9, (40,), generator=gen).to(device)
+    w = torch.randn(40, generator=gen, dtype=torch.float64).to(device)
+    forward = torch.func.jacfwd(lambda w: torch_dsmhist.histogram(ids, 7, weight=w))(w)
+    reverse = torch.autograd.functional.jacobian(lambda w: torch_dsmhist.histogram(ids, 7, weight=w), w)
+    assert torch.equal(forward, reverse)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_mode_refused_by_out_and_in_place_forms(device, gen):
+    """out= and histogram_add_ refuse a weight tangent (NotImplementedError, as torch's out= functions) and write
+    nothing; a tangent on hist itself survives an add of weights without one (the add's derivative in hist is 1)."""
+    import torch.autograd.forward_ad as fwAD
+
+    ids = torch.randint(0, 6, (50,), generator=gen).to(device)
+    w = torch.rand(50, generator=gen, dtype=torch.float64).to(device)
+    hist = torch.rand(6, generator=gen, dtype=torch.float64).to(device)
+    before = hist.clone()
+    with fwAD.dual_level():
+        dual_w = fwAD.make_dual(w, torch.ones_like(w))
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            torch_dsmhist.histogram_add_(hist, ids, weight=dual_w)
+        with pytest.raises(NotImplementedError, match="out=.*forward-mode AD"):
+            torch_dsmhist.histogram(ids, 6, weight=dual_w, out=hist)
+        assert torch.equal(hist, before)
+        hist_tangent = torch.rand(6, generator=gen, dtype=torch.float64).to(device)
+        dual_hist = fwAD.make_dual(hist.clone(), hist_tangent)
+        with pytest.raises(NotImplementedError, match="out=.*forward-mode AD"):
+            torch_dsmhist.histogram(ids, 6, weight=w, out=dual_hist)
+        torch_dsmhist.histogram_add_(dual_hist, ids, weight=w)
+        primal, tangent = fwAD.unpack_dual(dual_hist)
+        assert torch.equal(tangent, hist_tangent)
+        torch.testing.assert_close(primal, before + torch_dsmhist.histogram(ids, 6, weight=w))
+
+
+def test_torch_func_reverse_transforms_raise_and_vmap_loops(gen):
+    """What docs/semantics.md says of torch.func: grad / vjp / jacrev raise (the backward is a C++
+    torch::autograd::Function, which they refuse: an error, never a wrong gradient); vmap of histogram runs the op
+    once per slice (PyTorch's fallback)."""
+    ids = torch.randint(0, 5, (3, 40), generator=gen)
+    w = torch.rand(40, generator=gen, dtype=torch.float64)
+    weighted = lambda w: torch_dsmhist.histogram(ids[0], 5, weight=w)  # noqa: E731
+    for transform in (lambda: torch.func.grad(lambda w: weighted(w).sum())(w), lambda: torch.func.vjp(weighted, w),
+                      lambda: torch.func.jacrev(weighted)(w)):  # fmt: skip
+        with pytest.raises(RuntimeError, match="functorch"):
+            transform()
+    batched = torch.func.vmap(lambda row: torch_dsmhist.histogram(row, 5))(ids)
+    assert torch.equal(batched, torch.stack([torch.bincount(row, minlength=5) for row in ids]))
+    points = torch.rand(3, 40, 2, generator=gen)
+    with pytest.raises(RuntimeError, match="histogramdd"):
+        torch.func.vmap(lambda p: torch_dsmhist.histogramdd(p, [torch.linspace(0, 1, 5)] * 2))(points)
 
 
 # ---------------------------------------------------------------------------------------------------------------
