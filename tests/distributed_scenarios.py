@@ -987,6 +987,38 @@ def result_does_not_require_grad(ctx: Context) -> None:
     )
 
 
+@scenario()
+def forward_mode_refused_on_every_rank(ctx: Context) -> None:
+    """A weight (or out, or all_reduce_histogram's hist) with a forward-mode tangent is refused up front on every
+    rank: the all-reduce is not differentiable, and each rank's tangent would stay its own."""
+    import torch.autograd.forward_ad as fwAD
+
+    w = torch.rand(16, device=ctx.device, dtype=torch.float64)
+    hist = torch.zeros(4, device=ctx.device, dtype=torch.float64)
+    with fwAD.dual_level():
+        dual_w = fwAD.make_dual(w, torch.ones_like(w))
+        dual_hist = fwAD.make_dual(hist.clone(), torch.ones_like(hist))
+        points = _xf(ctx)[:16].double().view(8, 2)
+        edges = torch.linspace(0, 1, 5, device=ctx.device, dtype=torch.float64)
+        calls = {
+            "histogram": lambda: dh.histogram(_xf(ctx).double(), 4, 0.0, 1.0, weight=dual_w, group=ctx.quick),
+            "histogram, data range": lambda: dh.histogram(_xf(ctx).double(), 4, weight=dual_w, group=ctx.quick),
+            "histogram out=": lambda: dh.histogram(_xf(ctx), 4, 0.0, 1.0, out=dual_hist, group=ctx.quick),
+            "histogram_add_": lambda: dh.histogram_add_(
+                hist, _xf(ctx).double(), 0.0, 1.0, weight=dual_w, group=ctx.quick
+            ),
+            "batched_histogram": lambda: dh.batched_histogram(
+                _xf(ctx).double().view(2, 8), 4, 0.0, 1.0, weight=dual_w.view(2, 8), group=ctx.quick
+            ),
+            "histogram_edges": lambda: dh.histogram_edges(_xf(ctx).double(), edges, weight=dual_w, group=ctx.quick),
+            "histogramdd": lambda: dh.histogramdd(points, [edges, edges], weight=dual_w[:8], group=ctx.quick),
+            "all_reduce_histogram": lambda: dh.all_reduce_histogram(dual_hist, group=ctx.quick),
+        }
+        for what, call in calls.items():
+            expect_raises(NotImplementedError, "forward-mode AD tangent", call, what)
+    assert not hist.any(), "a refused call wrote into hist"
+
+
 @scenario(alone=True)
 def check_false_different_bins_aborts(ctx: Context) -> None:
     # check=False: nothing tells the ranks apart before the all-reduce of 4 and 5 bins; gloo aborts a process.

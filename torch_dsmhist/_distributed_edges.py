@@ -10,7 +10,7 @@ import torch
 
 from . import _rules
 from ._collective import EDGES, GroupType, Prepared, call_signature, collective
-from ._distributed_local import collective_arguments
+from ._distributed_local import collective_arguments, refuse_tangents
 
 
 @collective
@@ -90,6 +90,7 @@ def _prepare(
     op = f"torch_dsmhist.distributed.{name}"
     edge_list = _rules.check_edges_call_arguments(op, input, edges, weight, out_of_range, dtype, nd)
     async_op = collective_arguments(op, async_op, check, group, "input", input)
+    refuse_tangents(op, weight=weight)
     count_dtype = _rules.check_edges_call(f"torch_dsmhist.{name}", input, edge_list, weight, out_of_range, dtype, nd)
     with torch.no_grad():  # the all-reduce is not differentiable: no rank's result requires grad
         if nd:  # bins of one histogram (the batch is its own field), and this rank's points

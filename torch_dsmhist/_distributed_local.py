@@ -7,6 +7,7 @@ from typing import Callable, Optional, Tuple
 
 import torch
 import torch.distributed as dist
+from torch.autograd import forward_ad
 
 from . import _rules
 from ._collective import DATA_RANGE, GIVEN_RANGE, INDEX, GroupType, device_types
@@ -35,6 +36,18 @@ def collective_arguments(
             f"({dist.get_backend(group)}) handles only {', '.join(types)} tensors"
         )
     return checked
+
+
+def refuse_tangents(op: str, **tensors: Optional[torch.Tensor]) -> None:
+    """Forward-mode AD through the all-reduce, refused before any rank communicates (NotImplementedError naming the
+    first tensor with a tangent): the sum is not differentiable, and each rank's tangent would stay its own, a silent
+    error. ``torch.no_grad()`` does not stop forward mode, so the rank-local ops would carry it."""
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor) and forward_ad.unpack_dual(tensor).tangent is not None:
+            raise NotImplementedError(
+                f"{op}: {name} has a forward-mode AD tangent, and the all-reduce is not differentiable; "
+                "use the single-process function on each rank and sum the tangents yourself"
+            )
 
 
 def check_target(

@@ -74,6 +74,7 @@ from ._distributed_local import (
     check_target,
     collective_arguments,
     data_range_step,
+    refuse_tangents,
     write_into,
 )
 
@@ -144,6 +145,7 @@ def histogram(
     out = _rules.check_tensor(op, "out", out, optional=True)
     accumulate = _rules.check_flag(op, "accumulate", accumulate)
     async_op = collective_arguments(op, async_op, check, group, "input", input)
+    refuse_tangents(op, weight=weight, out=out)
     mode = binning_mode(input, min, max)
     if accumulate and out is None:
         raise ValueError(f"{op}: accumulate=True needs out= (the histogram to add into)")
@@ -241,6 +243,7 @@ def histogram_add_(
     hist = _rules.check_tensor(op, "hist", hist)
     min, max = _rules.call_arguments(op, input, min, max, weight, out_of_range)
     async_op = collective_arguments(op, async_op, check, group, "input", input)
+    refuse_tangents(op, weight=weight)
     check_target(op, "hist", hist, input, weight)
     # The local op checks hist's shape, dtype and device against input and weight; into a fresh copy of hist's
     # shape, since hist itself is written only once the sum has arrived.
@@ -285,6 +288,7 @@ def batched_histogram(
     op = "torch_dsmhist.distributed.batched_histogram"
     bins, min, max = _rules.histogram_arguments(op, input, bins, min, max, weight, out_of_range, dtype)
     async_op = collective_arguments(op, async_op, check, group, "input", input)
+    refuse_tangents(op, weight=weight)
     if input.dim() == 0:
         raise ValueError(f"{op}: input must have at least 1 dim ([..., N]), got a 0-d tensor")
     mode = binning_mode(input, min, max)
@@ -326,6 +330,7 @@ def all_reduce_histogram(
     op = "torch_dsmhist.distributed.all_reduce_histogram"
     hist = _rules.check_tensor(op, "hist", hist)
     async_op = collective_arguments(op, async_op, check, group, "hist", hist)
+    refuse_tangents(op, hist=hist)
     if hist.dtype not in HISTOGRAM_DTYPES:
         raise ValueError(f"{op}: hist must hold int64, int32, float32 or float64 values, got {hist.dtype}")
     check_target(op, "hist", hist, None, None)
