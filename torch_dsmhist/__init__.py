@@ -24,8 +24,9 @@ import torch  # noqa: F401  (loads libtorch, which _C links against)
 from ._install import load_extension as _load_extension
 
 _C = _load_extension()  # registers torch.ops.dsmhist.*; an ImportError naming both torch versions on a mismatch
-# After the extension: _fake registers the fake kernels (torch.compile, meta tensors) of the ops it defines.
-from . import _fake, dropins  # noqa: E402, F401
+# After the extension: _fake registers the fake kernels (torch.compile, meta tensors) of the ops it defines, _vmap
+# their batching rules (torch.vmap).
+from . import _fake, _vmap, dropins  # noqa: E402, F401
 from ._api import (  # noqa: E402
     Plan,
     batched_histogram,
