@@ -576,3 +576,20 @@ def test_histc_out(device, gen):
     y = y.to(device)
     torch_dsmhist.histc(y, 7, out=y)
     assert torch.equal(y.cpu(), expected)
+
+
+def test_bounds_round_to_float32_as_torch_does(gen):
+    """histc's edges in float32 are rounded without a tensor (struct, for host time): the same value as torch's cast
+    for random doubles, the midpoints between float32 neighbours (ties to even), subnormals and the largest floats."""
+    from torch_dsmhist._dropins import _round_to
+
+    f32 = torch.randn(2000, generator=gen).float()
+    above = torch.nextafter(f32, torch.full_like(f32, math.inf))
+    midpoints = (f32.double() + above.double()) / 2
+    tiny = torch.finfo(torch.float32).tiny
+    values = [*torch.randn(2000, generator=gen, dtype=torch.float64).mul(1e3).tolist(), *midpoints.tolist(),
+              tiny / 3, -tiny / 7, 1e-45, 3.4028234663852886e38, -3.4028235e38, 0.0, -0.0]  # fmt: skip
+    for value in values:
+        expected = torch.tensor(value, dtype=torch.float64).to(torch.float32).item()
+        got = _round_to(value, torch.float32)
+        assert got == expected and math.copysign(1, got) == math.copysign(1, expected), (value, got, expected)

@@ -139,6 +139,10 @@ def test_dispatch_mode_and_profiler_see_the_op(device, gen):
         torch_dsmhist.moe_align_block_size(topk, 16, 64)
         torch_dsmhist.moe_routing(topk, 64)
     assert {HISTOGRAM, ADD, ALIGN, ROUTING} <= set(recorder.ops), recorder.ops
+    with Recorder() as recorder:  # the drop-ins' plain calls take the entry too
+        torch_dsmhist.histc(x.float(), 64, 0, 64)
+        torch_dsmhist.bincount(x.clamp(0))
+    assert recorder.ops.count(HISTOGRAM) == 2, recorder.ops
     with torch.profiler.profile() as profile:
         torch_dsmhist.histogram(x, 64)
     assert any(event.key == "dsmhist::histogram" for event in profile.key_averages())
@@ -157,6 +161,10 @@ def test_torch_function_mode_and_subclasses_take_torch_ops(gen):
     for packet in (torch.ops.dsmhist.histogram, torch.ops.dsmhist.histogram_add_, torch.ops.dsmhist.moe_align_block_size,
                    torch.ops.dsmhist.moe_routing):  # fmt: skip
         assert packet in recorder.funcs or packet.default in recorder.funcs, (packet, recorder.funcs)
+    with FunctionRecorder() as recorder:  # the drop-ins too
+        torch_dsmhist.histc(x.float(), 64, 0, 64)
+        torch_dsmhist.bincount(x.clamp(0))
+    assert recorder.funcs.count(HISTOGRAM) == 2, recorder.funcs
     tagged = x.as_subclass(Tagged)
     Tagged.seen = []
     assert not _rules.eager_entry_applies(tagged) and not _rules.eager_entry_applies(
@@ -180,7 +188,7 @@ def test_compiled_calls_trace_torch_ops(device, gen):
     def step(x, topk):
         hist = torch_dsmhist.histogram_add_(torch.zeros(64, dtype=torch.int64, device=x.device), x)
         return (torch_dsmhist.histogram(x, 64), hist, *torch_dsmhist.moe_align_block_size(topk, 16, 64),
-                *torch_dsmhist.moe_routing(topk, 64))  # fmt: skip
+                *torch_dsmhist.moe_routing(topk, 64), torch_dsmhist.histc(topk.float(), 64, 0, 64))  # fmt: skip
 
     x = ids(gen, device)
     topk = x.clamp(0, 63).view(125, 8)

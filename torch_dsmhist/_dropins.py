@@ -7,10 +7,13 @@ Histogram.cpp``, ``cpu/HistogramKernel.cpp``, ``SummaryOps.cpp``) and from its P
 
 import math
 import numbers
+import struct
 import warnings
 from typing import Optional, Tuple
 
 import torch
+
+from . import _C, _rules
 
 # torch's own histc, bound here so that the drop-ins keep working when a user monkeypatches ``torch.histc =
 # torch_dsmhist.histc`` (a call through ``torch.histc`` would then recurse into the drop-in).
@@ -23,6 +26,8 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # How torch names the dtype when a bound does not fit it ("value cannot be converted to type ... without overflow").
 _C10_TYPE_NAMES = {torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16", torch.float32: "float"}
 _INT64_MAX = 2**63 - 1
+_FLOAT32 = struct.Struct("f")
+_FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -46,6 +51,8 @@ def _tensor_arg(value: object, fn: str, name: str, position: Optional[int], opti
 def _int_arg(value: object, fn: str, name: str) -> int:
     """An ``int`` argument as torch's parser reads it: a Python or numpy integer or a one-element integer tensor,
     never a bool or a float (TypeError); past int64, ValueError as torch's ``Overflow when unpacking long long``."""
+    if type(value) is int and -(2**63) <= value <= _INT64_MAX:  # the common call, without the ABC checks below
+        return value
     is_int_tensor = (
         isinstance(value, torch.Tensor)
         and value.numel() == 1
@@ -65,6 +72,10 @@ def _number_arg(value: object, fn: str, name: str) -> float:
     """A ``Number`` argument (histc's ``min``/``max``) as a double, the way torch converts the Scalar: bools,
     integers, floats, numpy scalars and 0-d tensors that do not require grad; complex only without an imaginary
     part. torch refuses other types with TypeError and integers beyond 64 bits with OverflowError."""
+    if type(value) is float:  # the common call, without the ABC checks below
+        return value
+    if type(value) is int and -(2**63) <= value < 2**64:
+        return float(value)
     if isinstance(value, torch.Tensor):
         if value.dim() != 0 or value.requires_grad:
             raise TypeError(f"{fn}(): argument '{name}' must be Number, not Tensor")
@@ -82,8 +93,19 @@ def _number_arg(value: object, fn: str, name: str) -> float:
 
 def _check_output_size(length: int, dtype: torch.dtype) -> None:
     """torch refuses an output whose size in bytes overflows int64 with this RuntimeError (the op says ValueError)."""
-    if length * torch.empty((), dtype=dtype).element_size() > _INT64_MAX:
+    if length * dtype.itemsize > _INT64_MAX:
         raise RuntimeError(f"Storage size calculation overflowed with sizes=[{length}]")
+
+
+def _histogram_op(
+    input: torch.Tensor, bins: int, lo: Optional[float], hi: Optional[float], weights: Optional[torch.Tensor]
+) -> torch.Tensor:
+    """The op (dropped values ignored, the default count dtype), through the eager entry where it applies: the same
+    dispatch with less host time (_rules.eager_entry_applies)."""
+    if _rules.eager_entry_applies(input, weights):
+        return _C.histogram(input, bins, lo, hi, weights, "ignore", None)
+    result: torch.Tensor = torch.ops.dsmhist.histogram.default(input, bins, lo, hi, weights, "ignore", None)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -137,8 +159,7 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlen
         weights = weights.to(torch.float64)
     bins = builtins_max(largest + 1, minlength)
     _check_output_size(bins, torch.int64 if weights is None else weights.dtype)
-    result: torch.Tensor = torch.ops.dsmhist.histogram(input, bins, None, None, weights, "ignore", None)
-    return result
+    return _histogram_op(input, bins, None, None, weights)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -148,6 +169,12 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlen
 
 def _round_to(value: float, dtype: torch.dtype) -> float:
     """``value`` rounded to nearest in ``dtype`` (an overflow gives inf, as C++'s static_cast does)."""
+    if dtype == torch.float64:
+        return value
+    # struct rounds to nearest, as the cast, without a tensor a call (dynamo cannot trace it: the tensors then).
+    if dtype == torch.float32 and abs(value) <= _FLOAT32_MAX and not torch.compiler.is_compiling():
+        rounded: float = _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+        return rounded
     return torch.tensor(value, dtype=torch.float64).to(dtype).item()
 
 
@@ -276,8 +303,7 @@ def _histc(input: torch.Tensor, bins: object, min: object, max: object) -> torch
         lo, hi = _widen_constant_range(lo, input.dtype)
     edge_lo, edge_hi = _histc_edges(input.dtype, lo, hi)
     if not constant and edge_lo < edge_hi:
-        counts: torch.Tensor = torch.ops.dsmhist.histogram(input, bins, edge_lo, edge_hi, None, "ignore", None)
-        return counts.to(input.dtype)
+        return _histogram_op(input, bins, edge_lo, edge_hi, None).to(input.dtype)
     # Every counted value is one value: the constant, or the single edge (values elsewhere are outside [L, L]).
     value = data_value if constant else edge_lo
     out = torch.zeros(bins, dtype=input.dtype, device=input.device)
