@@ -217,7 +217,11 @@ def _histogramdd(
         binning = [
             e.to(_torch.float64) if s is None else s.to(points.device, non_blocking=True) for e, s in zip(edges, scaled)
         ]
-    hist = _torch.ops.dsmhist.histogramdd(points, binning, weight, "ignore", None).to(edges[0].dtype)
+    if len(binning) == 1:  # torch.histogram: the 1-D op (its kernel has the 1-D table; the N-D one is slower there)
+        counts = _torch.ops.dsmhist.histogram_edges(points.reshape(-1), binning[0], weight, "ignore", None)
+    else:
+        counts = _torch.ops.dsmhist.histogramdd(points, binning, weight, "ignore", None)
+    hist = counts.to(edges[0].dtype)
     if density:
         hist = hist / hist.sum()
         for d, e in enumerate(edges):
