@@ -3,7 +3,7 @@ guard, before the ranks exchange anything (a refusal after the exchange would le
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple, cast
 
 import torch
 import torch.distributed as dist
@@ -13,6 +13,8 @@ from . import _rules
 from ._collective import DATA_RANGE, GIVEN_RANGE, INDEX, GroupType, device_types
 
 HISTOGRAM_DTYPES = (torch.int64, torch.int32, torch.float32, torch.float64)
+# forward_ad.unpack_dual has no annotations, and mypy --strict refuses a call to an untyped function.
+_unpack_dual = cast(Callable[[torch.Tensor], Any], forward_ad.unpack_dual)
 
 
 def binning_mode(input: torch.Tensor, min: Optional[float], max: Optional[float]) -> int:
@@ -43,7 +45,7 @@ def refuse_tangents(op: str, **tensors: Optional[torch.Tensor]) -> None:
     first tensor with a tangent): the sum is not differentiable, and each rank's tangent would stay its own, a silent
     error. ``torch.no_grad()`` does not stop forward mode, so the rank-local ops would carry it."""
     for name, tensor in tensors.items():
-        if isinstance(tensor, torch.Tensor) and forward_ad.unpack_dual(tensor).tangent is not None:
+        if isinstance(tensor, torch.Tensor) and _unpack_dual(tensor).tangent is not None:
             raise NotImplementedError(
                 f"{op}: {name} has a forward-mode AD tangent, and the all-reduce is not differentiable; "
                 "use the single-process function on each rank and sum the tangents yourself"
