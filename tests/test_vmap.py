@@ -199,3 +199,25 @@ def test_an_error_under_vmap_says_what_ran():
     notes = getattr(error.value, "__notes__", None)
     if notes is not None:  # Python 3.11+
         assert any("under torch.vmap, histogram ran as batched_histogram" in note for note in notes)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_what_one_slice_refuses_vmap_refuses_alike(device, gen):
+    """Slices the op refuses (too few dims; a weight of another shape) raise the op's own error under vmap, as one
+    call per slice would: a batched call would read the batch as the slice's rows, or flatten the mismatch away."""
+    x = torch.rand(3, 4, 10, generator=gen).to(device)
+    w = torch.rand(3, 10, 4, generator=gen).to(device)  # each slice's weight transposed: same numel, other shape
+    e = torch.linspace(0, 1, 5, device=device)
+    calls = [
+        (lambda r: B(r, 4, 0.0, 1.0), (x[:, 0, 0],)),  # 0-d slices
+        (lambda q: DD(q, [e, e]), (x[:, 0, :2],)),  # 1-D slices: no [N, D] points
+        (lambda r, v: H(r, 4, 0.0, 1.0, weight=v), (x, w)),
+        (lambda r, v: HE(r, e, weight=v), (x, w)),
+        (lambda r, v: B(r, 4, 0.0, 1.0, weight=v), (x, w)),
+    ]
+    for call, args in calls:
+        with pytest.raises(ValueError) as alone:
+            call(*(a[0] for a in args))
+        with pytest.raises(ValueError) as vmapped:
+            torch.vmap(call)(*args)
+        assert str(vmapped.value) == str(alone.value)

@@ -41,6 +41,19 @@ def _rows(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.reshape(tensor.shape[0], math.prod(tensor.shape[1:]))
 
 
+def _slice_shape(tensor: torch.Tensor, dim: Optional[int]) -> Tuple[int, ...]:
+    shape = tuple(tensor.shape)
+    return shape if dim is None else shape[:dim] + shape[dim + 1 :]
+
+
+def _weight_fits(arguments: Dict[str, Any], dims: Dict[str, Any]) -> bool:
+    """Whether a slice's weight has the slice's input shape (flattened into rows, a mismatch would pass unseen)."""
+    weight = arguments["weight"]
+    return weight is None or _slice_shape(weight, dims.get("weight")) == _slice_shape(
+        arguments["input"], dims.get("input")
+    )
+
+
 def _per_slice(op: str, size: int, arguments: Dict[str, Any], dims: Dict[str, Any]) -> Tuple[torch.Tensor, int]:
     """The op once per slice, stacked along dim 0 (PyTorch's fallback, for the calls no batched form keeps)."""
 
@@ -71,8 +84,17 @@ def _batched(op: str, vmapped: str, arguments: Dict[str, Any]) -> Tuple[torch.Te
         raise
 
 
-def _batch_first(op: str, size: int, arguments: Dict[str, Any], dims: Dict[str, Any]) -> Tuple[torch.Tensor, int]:
-    """An op with a batched form of its own (``[..., N]`` / ``[..., N, D]``): the vmapped dim becomes its first."""
+def _batch_first(
+    op: str, size: int, arguments: Dict[str, Any], dims: Dict[str, Any], min_dims: int
+) -> Tuple[torch.Tensor, int]:
+    """An op with a batched form of its own (``[..., N]`` / ``[..., N, D]``: `min_dims` dims at least): the vmapped
+    dim becomes its first. A slice with fewer dims runs alone, so it gets the op's own error (batched, its rows would
+    be read as the slice's: a silent wrong answer); so does a weight that does not fit its slice."""
+    input_dim = dims.get("input")
+    if arguments["input"].dim() - (input_dim is not None) < min_dims or (
+        op == "batched_histogram" and not _weight_fits(arguments, dims)
+    ):
+        return _per_slice(op, size, arguments, dims)
     arguments.update(
         input=_leading(arguments["input"], dims.get("input"), size),
         weight=_leading_weight(arguments["weight"], dims.get("weight"), size),
@@ -86,7 +108,7 @@ def _data_range(arguments: Dict[str, Any]) -> bool:
 
 def _histogram(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: Any) -> Tuple[torch.Tensor, int]:
     arguments, dims = _bind("histogram", args, kwargs), _dims_by_name("histogram", in_dims)
-    if _data_range(arguments):
+    if _data_range(arguments) or not _weight_fits(arguments, dims):
         return _per_slice("histogram", info.batch_size, arguments, dims)
     size = info.batch_size
     rows = _rows(_leading(arguments["input"], dims.get("input"), size))
@@ -99,7 +121,7 @@ def _batched_histogram(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: 
     arguments, dims = _bind("batched_histogram", args, kwargs), _dims_by_name("batched_histogram", in_dims)
     if _data_range(arguments):
         return _per_slice("batched_histogram", info.batch_size, arguments, dims)
-    return _batch_first("batched_histogram", info.batch_size, arguments, dims)
+    return _batch_first("batched_histogram", info.batch_size, arguments, dims, min_dims=1)
 
 
 def _histogram_edges(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: Any) -> Tuple[torch.Tensor, int]:
@@ -107,6 +129,8 @@ def _histogram_edges(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: An
     size = info.batch_size
     input, edges, weight = arguments["input"], arguments["edges"], arguments["weight"]
     edge_dim = dims.get("edges")
+    if not _weight_fits(arguments, dims):
+        return _per_slice("histogram_edges", size, arguments, dims)
     if edges.dim() - (edge_dim is not None) == 1:
         # One histogram a slice over the whole (flattened) slice: rows of per-row edges.
         rows = _rows(_leading(input, dims.get("input"), size))
@@ -124,7 +148,7 @@ def _histogramdd(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: Any) -
     edge_dims: List[Optional[int]] = list(dims.get("edges") or [])
     if any(dim is not None for dim in edge_dims):
         return _per_slice("histogramdd", info.batch_size, arguments, dims)
-    return _batch_first("histogramdd", info.batch_size, arguments, dims)
+    return _batch_first("histogramdd", info.batch_size, arguments, dims, min_dims=2)
 
 
 for _name, _rule in (
