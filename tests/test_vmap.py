@@ -214,6 +214,9 @@ def test_what_one_slice_refuses_vmap_refuses_alike(device, gen):
         (lambda r, v: H(r, 4, 0.0, 1.0, weight=v), (x, w)),
         (lambda r, v: HE(r, e, weight=v), (x, w)),
         (lambda r, v: B(r, 4, 0.0, 1.0, weight=v), (x, w)),
+        (lambda r, s: HE(r, s), (x[:, 0], e[:3])),  # 0-d edges a slice
+        (lambda r: HE(r, torch.stack([e, e])), (x,)),  # per-row edges [2, 5] against rows [4, 10]
+        (lambda r: HE(r, torch.stack([e, e]).expand(1, 2, 5)), (x,)),  # per-row edges with one dim more
     ]
     for call, args in calls:
         with pytest.raises(ValueError) as alone:

@@ -129,9 +129,14 @@ def _histogram_edges(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: An
     size = info.batch_size
     input, edges, weight = arguments["input"], arguments["edges"], arguments["weight"]
     edge_dim = dims.get("edges")
-    if not _weight_fits(arguments, dims):
+    edge_slice = _slice_shape(edges, edge_dim)
+    edge_slice_dims = len(edge_slice)
+    per_row = edge_slice_dims >= 2 and _slice_shape(input, dims.get("input"))[:-1] == edge_slice[:-1]
+    if not _weight_fits(arguments, dims) or not (edge_slice_dims == 1 or per_row):
+        # The shapes one slice alone takes (or refuses) differently from a batch: a slice of 0-d edges, per-row edges
+        # whose leading dims are not the input's, a weight of another shape.
         return _per_slice("histogram_edges", size, arguments, dims)
-    if edges.dim() - (edge_dim is not None) == 1:
+    if edge_slice_dims == 1:
         # One histogram a slice over the whole (flattened) slice: rows of per-row edges.
         rows = _rows(_leading(input, dims.get("input"), size))
         weight = _leading_weight(weight, dims.get("weight"), size)
