@@ -42,13 +42,21 @@ at::Tensor weight_tangent(const std::optional<at::Tensor>& weight) {
   return tangent.defined() && !tangent._is_zerotensor() ? tangent : at::Tensor();
 }
 
-// `output` with its forward-mode tangent set: tangent_of(the weights' tangent), the same call over the tangent (it
-// goes through the dispatcher again, so a tangent of a tangent gets its own). Without it the output would carry no
-// tangent: a silent zero for jvp.
-template <typename TangentOf>
-at::Tensor with_tangent(at::Tensor output, const std::optional<at::Tensor>& weight, TangentOf&& tangent_of) {
+// A weighted op's Autograd kernel: `differentiable()` (its torch::autograd::Function) where the weights need a
+// gradient, else call(weight) below autograd; then the output's forward-mode tangent, call(the weights' tangent),
+// dispatched from the top again so that a tangent of a tangent gets its own. Without the tangent the output would
+// carry none: a silent zero for jvp.
+template <typename Differentiable, typename Call>
+at::Tensor weighted_call(const std::optional<at::Tensor>& weight, Differentiable&& differentiable, Call&& call) {
+  at::Tensor output;
+  if (weight_needs_grad(weight)) {
+    output = differentiable();
+  } else {
+    const at::AutoDispatchBelowADInplaceOrView below;
+    output = call(weight);
+  }
   const at::Tensor tangent = weight_tangent(weight);
-  if (tangent.defined()) output._set_fw_grad(tangent_of(tangent), /*level=*/0, /*is_inplace_op=*/false);
+  if (tangent.defined()) output._set_fw_grad(call(tangent), /*level=*/0, /*is_inplace_op=*/false);
   return output;
 }
 
@@ -207,64 +215,52 @@ at::Tensor histogram_autograd(const at::Tensor& input, int64_t bins, std::option
                               std::optional<double> max, const std::optional<at::Tensor>& weight,
                               c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
   static const auto op = find_op<HistogramSignature>(WeightedHistogram<Batched>::name());
-  at::Tensor output;
-  if (weight_needs_grad(weight)) {
-    output = WeightedHistogram<Batched>::apply(input, bins, min, max, *weight, std::string(out_of_range), dtype);
-  } else {
-    const at::AutoDispatchBelowADInplaceOrView below;
-    output = op.call(input, bins, min, max, weight, out_of_range, dtype);
-  }
-  return with_tangent(std::move(output), weight, [&](const at::Tensor& tangent) {
-    return op.call(input, bins, min, max, tangent, out_of_range, dtype);
-  });
+  return weighted_call(
+      weight,
+      [&] {
+        return WeightedHistogram<Batched>::apply(input, bins, min, max, *weight, std::string(out_of_range), dtype);
+      },
+      [&](const std::optional<at::Tensor>& w) { return op.call(input, bins, min, max, w, out_of_range, dtype); });
 }
 
 at::Tensor histogram_with_range_keys_autograd(const at::Tensor& input, int64_t bins, const at::Tensor& range_keys,
                                               const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                                               std::optional<at::ScalarType> dtype, bool batched) {
   static const auto op = find_op<RangeKeysSignature>("dsmhist::_histogram_with_range_keys");
-  at::Tensor output;
-  if (weight_needs_grad(weight)) {
-    output = WeightedHistogramWithRangeKeys::apply(input, bins, range_keys, *weight, std::string(out_of_range), dtype,
-                                                   batched);
-  } else {
-    const at::AutoDispatchBelowADInplaceOrView below;
-    output = op.call(input, bins, range_keys, weight, out_of_range, dtype, batched);
-  }
-  return with_tangent(std::move(output), weight, [&](const at::Tensor& tangent) {
-    return op.call(input, bins, range_keys, tangent, out_of_range, dtype, batched);
-  });
+  return weighted_call(
+      weight,
+      [&] {
+        return WeightedHistogramWithRangeKeys::apply(input, bins, range_keys, *weight, std::string(out_of_range), dtype,
+                                                     batched);
+      },
+      [&](const std::optional<at::Tensor>& w) {
+        return op.call(input, bins, range_keys, w, out_of_range, dtype, batched);
+      });
 }
 
 at::Tensor histogram_edges_autograd(const at::Tensor& input, const at::Tensor& edges,
                                     const std::optional<at::Tensor>& weight, c10::string_view out_of_range,
                                     std::optional<at::ScalarType> dtype) {
   static const auto op = find_op<HistogramEdgesSignature>("dsmhist::histogram_edges");
-  at::Tensor output;
-  if (weight_needs_grad(weight)) {
-    output = WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>{edges}, *weight, std::string(out_of_range),
-                                           dtype, false);
-  } else {
-    const at::AutoDispatchBelowADInplaceOrView below;
-    output = op.call(input, edges, weight, out_of_range, dtype);
-  }
-  return with_tangent(std::move(output), weight,
-                      [&](const at::Tensor& tangent) { return op.call(input, edges, tangent, out_of_range, dtype); });
+  return weighted_call(
+      weight,
+      [&] {
+        return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>{edges}, *weight, std::string(out_of_range),
+                                             dtype, false);
+      },
+      [&](const std::optional<at::Tensor>& w) { return op.call(input, edges, w, out_of_range, dtype); });
 }
 
 at::Tensor histogramdd_autograd(const at::Tensor& input, at::TensorList edges, const std::optional<at::Tensor>& weight,
                                 c10::string_view out_of_range, std::optional<at::ScalarType> dtype) {
   static const auto op = find_op<EdgesSignature>("dsmhist::histogramdd");
-  at::Tensor output;
-  if (weight_needs_grad(weight)) {
-    output = WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>(edges.begin(), edges.end()), *weight,
-                                           std::string(out_of_range), dtype, true);
-  } else {
-    const at::AutoDispatchBelowADInplaceOrView below;
-    output = op.call(input, edges, weight, out_of_range, dtype);
-  }
-  return with_tangent(std::move(output), weight,
-                      [&](const at::Tensor& tangent) { return op.call(input, edges, tangent, out_of_range, dtype); });
+  return weighted_call(
+      weight,
+      [&] {
+        return WeightedEdgesHistogram::apply(input, std::vector<at::Tensor>(edges.begin(), edges.end()), *weight,
+                                             std::string(out_of_range), dtype, true);
+      },
+      [&](const std::optional<at::Tensor>& w) { return op.call(input, edges, w, out_of_range, dtype); });
 }
 
 // In-place ops and autograd, as torch's own in-place ops behave: a call that would change a tensor autograd needs
@@ -285,7 +281,7 @@ void refuse_autograd(const char* op, const char* target_name, const at::Tensor& 
                                 "forward-mode AD; add the result of histogram(...), which carries the tangent");
   }
   if (!at::GradMode::is_enabled()) return;
-  const bool weight_grad = weight.has_value() && weight->defined() && weight->requires_grad();
+  const bool weight_grad = weight_needs_grad(weight);
   if (out_form) {
     TORCH_CHECK(!target.requires_grad() && !weight_grad, op,
                 "(): functions with out=... arguments don't support automatic differentiation, but one of the "
