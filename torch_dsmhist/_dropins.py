@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _C, _rules
+from ._api import histogram as _histogram  # its plain calls take the eager entry
 
 # torch's own histc, bound here so that the drop-ins keep working when a user monkeypatches ``torch.histc =
 # torch_dsmhist.histc`` (a call through ``torch.histc`` would then recurse into the drop-in).
@@ -97,17 +97,6 @@ def _check_output_size(length: int, dtype: torch.dtype) -> None:
         raise RuntimeError(f"Storage size calculation overflowed with sizes=[{length}]")
 
 
-def _histogram_op(
-    input: torch.Tensor, bins: int, lo: Optional[float], hi: Optional[float], weights: Optional[torch.Tensor]
-) -> torch.Tensor:
-    """The op (dropped values ignored, the default count dtype), through the eager entry where it applies: the same
-    dispatch with less host time (_rules.eager_entry_applies)."""
-    if _rules.eager_entry_applies(input, weights):
-        return _C.histogram(input, bins, lo, hi, weights, "ignore", None)
-    result: torch.Tensor = torch.ops.dsmhist.histogram.default(input, bins, lo, hi, weights, "ignore", None)
-    return result
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # bincount
 # ---------------------------------------------------------------------------------------------------------------
@@ -159,7 +148,7 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None, minlen
         weights = weights.to(torch.float64)
     bins = builtins_max(largest + 1, minlength)
     _check_output_size(bins, torch.int64 if weights is None else weights.dtype)
-    return _histogram_op(input, bins, None, None, weights)
+    return _histogram(input, bins, weight=weights)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -303,7 +292,7 @@ def _histc(input: torch.Tensor, bins: object, min: object, max: object) -> torch
         lo, hi = _widen_constant_range(lo, input.dtype)
     edge_lo, edge_hi = _histc_edges(input.dtype, lo, hi)
     if not constant and edge_lo < edge_hi:
-        return _histogram_op(input, bins, edge_lo, edge_hi, None).to(input.dtype)
+        return _histogram(input, bins, edge_lo, edge_hi).to(input.dtype)
     # Every counted value is one value: the constant, or the single edge (values elsewhere are outside [L, L]).
     value = data_value if constant else edge_lo
     out = torch.zeros(bins, dtype=input.dtype, device=input.device)

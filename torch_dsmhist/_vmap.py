@@ -32,13 +32,14 @@ def _leading(tensor: torch.Tensor, dim: Optional[int], size: int) -> torch.Tenso
     return tensor.movedim(dim, 0) if dim is not None else tensor.expand(size, *tensor.shape)
 
 
-def _leading_weight(weight: Optional[torch.Tensor], dim: Optional[int], size: int) -> Optional[torch.Tensor]:
-    return None if weight is None else _leading(weight, dim, size)
-
-
-def _rows(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor` [size, *slice] as [size, slice elements]: each slice flattened into one row (an empty batch too)."""
-    return tensor.reshape(tensor.shape[0], math.prod(tensor.shape[1:]))
+def _lead_input_and_weight(arguments: Dict[str, Any], dims: Dict[str, Any], size: int, flatten: bool) -> None:
+    """`input` and `weight` (if any) with the vmapped dim first, and with `flatten` each slice as one row
+    ([size, slice elements], an empty batch too)."""
+    for name in ("input", "weight"):
+        tensor = arguments[name]
+        if tensor is not None:
+            tensor = _leading(tensor, dims.get(name), size)
+            arguments[name] = tensor.reshape(size, math.prod(tensor.shape[1:])) if flatten else tensor
 
 
 def _slice_shape(tensor: torch.Tensor, dim: Optional[int]) -> Tuple[int, ...]:
@@ -61,7 +62,7 @@ def _per_slice(op: str, size: int, arguments: Dict[str, Any], dims: Dict[str, An
         if dim is None:
             return value
         # An empty batch has no slice to take: zeros of a slice's shape give the result's shape and dtype.
-        return value.select(dim, index) if size else value.new_zeros(value.shape[:dim] + value.shape[dim + 1 :])
+        return value.select(dim, index) if size else value.new_zeros(_slice_shape(value, dim))
 
     def take(name: str, value: Any, index: int) -> Any:
         dim = dims.get(name)
@@ -89,16 +90,10 @@ def _batch_first(
 ) -> Tuple[torch.Tensor, int]:
     """An op with a batched form of its own (``[..., N]`` / ``[..., N, D]``: `min_dims` dims at least): the vmapped
     dim becomes its first. A slice with fewer dims runs alone, so it gets the op's own error (batched, its rows would
-    be read as the slice's: a silent wrong answer); so does a weight that does not fit its slice."""
-    input_dim = dims.get("input")
-    if arguments["input"].dim() - (input_dim is not None) < min_dims or (
-        op == "batched_histogram" and not _weight_fits(arguments, dims)
-    ):
+    be read as the slice's: a silent wrong answer)."""
+    if len(_slice_shape(arguments["input"], dims.get("input"))) < min_dims:
         return _per_slice(op, size, arguments, dims)
-    arguments.update(
-        input=_leading(arguments["input"], dims.get("input"), size),
-        weight=_leading_weight(arguments["weight"], dims.get("weight"), size),
-    )
+    _lead_input_and_weight(arguments, dims, size, flatten=False)
     return _batched(op, op, arguments)
 
 
@@ -110,16 +105,13 @@ def _histogram(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: Any) -> 
     arguments, dims = _bind("histogram", args, kwargs), _dims_by_name("histogram", in_dims)
     if _data_range(arguments) or not _weight_fits(arguments, dims):
         return _per_slice("histogram", info.batch_size, arguments, dims)
-    size = info.batch_size
-    rows = _rows(_leading(arguments["input"], dims.get("input"), size))
-    weight = _leading_weight(arguments["weight"], dims.get("weight"), size)
-    arguments.update(input=rows, weight=None if weight is None else _rows(weight))
+    _lead_input_and_weight(arguments, dims, info.batch_size, flatten=True)
     return _batched("batched_histogram", "histogram", arguments)
 
 
 def _batched_histogram(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: Any) -> Tuple[torch.Tensor, int]:
     arguments, dims = _bind("batched_histogram", args, kwargs), _dims_by_name("batched_histogram", in_dims)
-    if _data_range(arguments):
+    if _data_range(arguments) or not _weight_fits(arguments, dims):
         return _per_slice("batched_histogram", info.batch_size, arguments, dims)
     return _batch_first("batched_histogram", info.batch_size, arguments, dims, min_dims=1)
 
@@ -127,24 +119,17 @@ def _batched_histogram(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: 
 def _histogram_edges(info: Any, in_dims: Sequence[Any], *args: Any, **kwargs: Any) -> Tuple[torch.Tensor, int]:
     arguments, dims = _bind("histogram_edges", args, kwargs), _dims_by_name("histogram_edges", in_dims)
     size = info.batch_size
-    input, edges, weight = arguments["input"], arguments["edges"], arguments["weight"]
-    edge_dim = dims.get("edges")
+    edges, edge_dim = arguments["edges"], dims.get("edges")
     edge_slice = _slice_shape(edges, edge_dim)
-    edge_slice_dims = len(edge_slice)
-    per_row = edge_slice_dims >= 2 and _slice_shape(input, dims.get("input"))[:-1] == edge_slice[:-1]
-    if not _weight_fits(arguments, dims) or not (edge_slice_dims == 1 or per_row):
+    per_row = len(edge_slice) >= 2 and _slice_shape(arguments["input"], dims.get("input"))[:-1] == edge_slice[:-1]
+    if not _weight_fits(arguments, dims) or not (len(edge_slice) == 1 or per_row):
         # The shapes one slice alone takes (or refuses) differently from a batch: a slice of 0-d edges, per-row edges
         # whose leading dims are not the input's, a weight of another shape.
         return _per_slice("histogram_edges", size, arguments, dims)
-    if edge_slice_dims == 1:
-        # One histogram a slice over the whole (flattened) slice: rows of per-row edges.
-        rows = _rows(_leading(input, dims.get("input"), size))
-        weight = _leading_weight(weight, dims.get("weight"), size)
-        weight = None if weight is None else _rows(weight)
-    else:  # per-row edges within each slice: the slice's rows keep their shape
-        rows = _leading(input, dims.get("input"), size)
-        weight = _leading_weight(weight, dims.get("weight"), size)
-    arguments.update(input=rows, edges=_leading(edges, edge_dim, size).contiguous(), weight=weight)
+    # 1-D edges: one histogram a slice over the whole (flattened) slice, as rows of per-row edges; per-row edges
+    # within each slice: the slice's rows keep their shape.
+    _lead_input_and_weight(arguments, dims, size, flatten=not per_row)
+    arguments["edges"] = _leading(edges, edge_dim, size).contiguous()
     return _batched("histogram_edges", "histogram_edges", arguments)
 
 
