@@ -1,5 +1,6 @@
 """Has a change made any tier slower? Times the suite's reference rows again and compares them with the figures
-recorded in benchmarks/RESULTS.md ("Benchmark suite", uniform and dtypes tables), cell by cell.
+recorded in benchmarks/RESULTS.md ("Benchmark suite": its uniform and dtypes tables, and the large-bin rows of its
+normal, one hot, Zipf and sorted tables, where the partition and the exchange tiers run), cell by cell.
 
     python benchmarks/bench_regression.py [--threshold 1.02]
 
@@ -16,7 +17,10 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from benchlib import RESULTS, event_ms, torch_dsmhist
+from benchlib import RESULTS, event_ms, make_values, torch_dsmhist
+
+# The suite's skewed tables, whose data benchlib.make_values draws as the suite does.
+DISTRIBUTIONS = ("normal", "one_hot", "zipf", "sorted")
 
 # (table heading's start, row label, dtype, n, bins): rows of the suite whose figures this re-measures.
 CASES = [
@@ -28,10 +32,26 @@ CASES = [
     ("## uniform", "131072", torch.int32, 1 << 28, 131072),
     ("## uniform", "262144", torch.int32, 1 << 28, 262144),
     ("## uniform", "1048576", torch.int32, 1 << 28, 1048576),
+    ("## uniform", "4194304", torch.int32, 1 << 28, 4194304),
+    ("## uniform", "16777216", torch.int32, 1 << 28, 16777216),
     ("## dtypes", "uint8, 2^30, 256 bins", torch.uint8, 1 << 30, 256),
     ("## dtypes", "int64, 4096 bins", torch.int64, 1 << 28, 4096),
 ]
-COLUMNS = {"dsmhist auto": None, "tier shared": "shared", "tier cluster": "cluster", "tier global": "global"}
+# Skewed data past 128K bins: a change to the partition's or the exchange's kernels moved these and not the uniform
+# rows (tier partition's Zipf, one hot and sorted rows 2.6-4.4% slower on 2026-11-28, uniform within 1%).
+CASES += [
+    ("## " + distribution, str(bins), torch.int32, 1 << 28, bins)
+    for distribution in DISTRIBUTIONS
+    for bins in (131072, 262144, 1048576, 16777216)
+]
+COLUMNS = {
+    "dsmhist auto": None,
+    "tier shared": "shared",
+    "tier cluster": "cluster",
+    "tier exchange": "exchange",
+    "tier partition": "partition",
+    "tier global": "global",
+}
 
 
 def recorded(text: str, heading: str, label: str) -> Dict[str, float]:
@@ -78,7 +98,10 @@ def main() -> int:
     for heading, label, dtype, n, bins in CASES:
         record = recorded(text, heading, label)
         high = min(bins, 256) if dtype == torch.uint8 else bins
-        x = torch.randint(0, high, (n,), device="cuda", generator=gen).to(dtype)
+        if heading[3:] in DISTRIBUTIONS:
+            x = make_values(heading[3:], n, high, dtype, gen)
+        else:
+            x = torch.randint(0, high, (n,), device="cuda", generator=gen).to(dtype)
         expected = torch.bincount(x.long() if dtype != torch.int64 else x, minlength=bins)
         for column, tier in COLUMNS.items():
             if column not in record:
