@@ -5,8 +5,8 @@ normal, one hot, Zipf and sorted tables, where the partition and the exchange ti
     python benchmarks/bench_regression.py [--threshold 1.02]
 
 Each cell: median ms of 15 back-to-back CUDA-event timings (benchlib.event_ms), after one call whose result is
-checked against torch.bincount and at least 100 ms of warm-up calls. Prints one line per cell (recorded, now, now / recorded) and exits non-zero when a cell is
-slower than `threshold` times its record. It writes nothing: the suite (bench_suite.py) owns the recorded figures.
+checked against torch.bincount and at least 100 ms of warm-up calls. Prints one line per cell (recorded, now,
+now / recorded) and exits non-zero when a cell is slower than `threshold` times its record. It writes nothing: the suite (bench_suite.py) owns the recorded figures.
 """
 
 import argparse
