@@ -6,7 +6,8 @@ normal, one hot, Zipf and sorted tables, where the partition and the exchange ti
 
 Each cell: median ms of 15 back-to-back CUDA-event timings (benchlib.event_ms), after one call whose result is
 checked against torch.bincount and at least 100 ms of warm-up calls. Prints one line per cell (recorded, now,
-now / recorded) and exits non-zero when a cell is slower than `threshold` times its record. It writes nothing: the suite (bench_suite.py) owns the recorded figures.
+now / recorded) and exits non-zero when a cell is slower than `threshold` times its record. It writes nothing: the
+suite (bench_suite.py) owns the recorded figures.
 """
 
 import argparse
@@ -98,8 +99,9 @@ def main() -> int:
     for heading, label, dtype, n, bins in CASES:
         record = recorded(text, heading, label)
         high = min(bins, 256) if dtype == torch.uint8 else bins
-        if heading[3:] in DISTRIBUTIONS:
-            x = make_values(heading[3:], n, high, dtype, gen)
+        table = heading[3:]
+        if table in DISTRIBUTIONS:
+            x = make_values(table, n, high, dtype, gen)
         else:
             x = torch.randint(0, high, (n,), device="cuda", generator=gen).to(dtype)
         expected = torch.bincount(x.long() if dtype != torch.int64 else x, minlength=bins)
