@@ -170,7 +170,10 @@ template <typename T>
 struct Binner {
   using C = compute_t<T>;
   BinMode mode;
-  OutOfRange out_of_range;
+  // p.out_of_range == kClamp (kIgnore drops). A bool rather than the enum: with the enum in its place, ptxas re-read
+  // threadIdx.x in tier partition's kernel 1 for every element's rank, and skewed counts took 2-3% longer
+  // (docs/perf-log/2026-11-partition.md, 2026-11-28).
+  bool clamp;
   int64_t bins;
   // min(bins, 2^31): an input of at most 32 bits is a bin index exactly when, cast to uint32, it is below this.
   uint32_t narrow_bins;
@@ -180,7 +183,7 @@ struct Binner {
 
   DSMHIST_HD explicit Binner(const HistogramParams& p)
       : mode(p.mode),
-        out_of_range(p.out_of_range),
+        clamp(p.out_of_range == OutOfRange::kClamp),
         bins(p.bins),
         narrow_bins(static_cast<uint32_t>(p.bins < (int64_t(1) << 31) ? p.bins : (int64_t(1) << 31))) {
     double range_lo = p.lo, range_hi = p.hi;
@@ -285,7 +288,7 @@ struct Binner {
       if (mode == BinMode::kIndex) {
         const int64_t v = static_cast<int64_t>(value);
         if (is_bin_index(value, narrow_bins, bins)) return v;
-        if (out_of_range != OutOfRange::kClamp) return -1;
+        if (!clamp) return -1;
         return v < 0 ? 0 : bins - 1;
       }
     }
@@ -295,7 +298,7 @@ struct Binner {
       const C scaled = quotient(dividend(x));
       return scaled < fbins ? static_cast<int64_t>(scaled) : bins - 1;
     }
-    if (out_of_range != OutOfRange::kClamp || x != x) return -1;  // NaN is always dropped
+    if (!clamp || x != x) return -1;  // NaN is always dropped
     return x < lo ? 0 : bins - 1;
   }
 };
@@ -312,7 +315,7 @@ inline bool narrow_range_on_host(const HistogramParams& p) {
 // The Binner's by-value rule in the narrow width of T, for the fast paths that key integer input by value without its
 // 64-bit bin (tiers cluster, exchange and partition; bins < 2^31): `value`'s bin as an unsigned number, at least bins
 // exactly where the value is dropped (kIgnore: a negative value wraps to a large one), or with kClamp first clamped
-// to [0, last_bin]. A new out_of_range mode is a case here and in Binner::operator().
+// to [0, last_bin]. A new out_of_range mode is a case here and in the Binner (its clamp flag, operator()).
 template <typename T>
 using narrow_signed_t = std::conditional_t<(sizeof(T) > 4), int64_t, int32_t>;
 

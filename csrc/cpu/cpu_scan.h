@@ -94,7 +94,7 @@ struct BlockRangeBinner {
     if constexpr (kFloat32 && std::is_same<BinOf, Binner<T>>::value) {
       const T below_bins = binner.below_bins();
       const uint32_t start = static_cast<uint32_t>(first);
-      const bool clamp = binner.out_of_range == OutOfRange::kClamp;
+      const bool clamp = binner.clamp;
       for (int64_t j = 0; j < count; ++j) {
         const T x = xs[j * stride];
         const T quotient = binner.quotient(binner.dividend(x));  // the host divides

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kPartitionThreads, 2) kernel(const HistogramPa
   // subtract and two shifts, not the Binner's general path (64-bit bins, the range branch).
   constexpr bool kNarrowInteger = std::is_integral<T>::value && sizeof(T) <= 4;
   constexpr bool kNarrowRange = detail::kFloatRangeCounts<T, Policy>;
-  const bool counts_dropping = kCounts && binner.out_of_range == OutOfRange::kIgnore;
+  const bool counts_dropping = kCounts && !binner.clamp;
   const bool by_index = kNarrowInteger && binner.mode == BinMode::kIndex;
   const bool plain_index = counts_dropping && (by_index || (kNarrowRange && binner.narrow_range_applies()));
   const uint32_t chunk_mask = (1u << s.chunk_shift) - 1u;
