@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Did a change move any tier? Times one fixed set of calls, a case for every tier and kernel body (counts by value
-and by range, dropped and clamped, sorted, one hot bin and Zipf data at 131072, 1M and 16M bins, 1-byte tallies,
-stored rows, the small-call cluster, weighted and deterministic sums, and each mode of the fused bin-edges path), so
-that two builds can be compared in one device session:
+and by range, dropped and clamped, sorted, one hot bin and Zipf data at 131072, 262144 (the exchange), 1M and 16M
+bins, 1-byte tallies, stored rows, the small-call cluster, weighted and deterministic sums, and each mode of the fused
+bin-edges path), so that two builds can be compared in one device session:
 
     python benchmarks/bench_ab.py --tag base --out ab.jsonl      # with the base build importable
     python benchmarks/bench_ab.py --tag new --out ab.jsonl       # with the new one (alternate the two, 2-3 rounds)
@@ -157,7 +157,7 @@ def cases() -> List[Tuple[str, Callable[[], Tuple[Callable[[], torch.Tensor], to
         *[(f"counts 131072 {d}", by_value(131072, distribution=d)) for d in ("sorted", "one_hot", "zipf")],
         *[
             (f"counts {label} {d}", by_value(b, distribution=d))
-            for label, b in (("1M", 1 << 20), ("16M", 1 << 24))
+            for label, b in (("262144", 262144), ("1M", 1 << 20), ("16M", 1 << 24))
             for d in ("sorted", "one_hot", "zipf")
         ],
         ("counts 4096 shared", by_value(4096, "shared")),
